@@ -1,0 +1,45 @@
+// Counter-based random bits for stochastic rounding: Philox-4x32 with 10 rounds (Salmon et al.,
+// "Parallel random numbers: as easy as 1, 2, 3", SC'11). The bits for element i depend only on
+// (seed, stream, i), so CPU and GPU, and any split of work across threads, agree bit for bit.
+#pragma once
+#include "nibble/format/host_device.hpp"
+
+namespace nibble::fmt {
+
+struct Philox4 {
+  uint32_t v[4];
+};
+
+NIBBLE_HD constexpr void mulhilo32(uint32_t a, uint32_t b, uint32_t& hi, uint32_t& lo) {
+  const uint64_t p = static_cast<uint64_t>(a) * b;
+  hi = static_cast<uint32_t>(p >> 32);
+  lo = static_cast<uint32_t>(p);
+}
+
+NIBBLE_HD constexpr Philox4 philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3,
+                                         uint32_t k0, uint32_t k1) {
+  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;  // round multipliers
+  constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;  // Weyl key increments
+  for (int round = 0; round < 10; ++round) {
+    uint32_t hi0 = 0, lo0 = 0, hi1 = 0, lo1 = 0;
+    mulhilo32(kM0, c0, hi0, lo0);
+    mulhilo32(kM1, c2, hi1, lo1);
+    const uint32_t n0 = hi1 ^ c1 ^ k0, n1 = lo1, n2 = hi0 ^ c3 ^ k1, n3 = lo0;
+    c0 = n0; c1 = n1; c2 = n2; c3 = n3;
+    k0 += kW0;
+    k1 += kW1;
+  }
+  return Philox4{{c0, c1, c2, c3}};
+}
+
+// 32 random bits for element `index` of stream `stream` under `seed`. One Philox block serves four
+// consecutive elements (index / 4 is the counter, index % 4 picks the word).
+NIBBLE_HD constexpr uint32_t random_bits(uint64_t seed, uint32_t stream, uint64_t index) {
+  const uint64_t block = index >> 2;
+  const Philox4 r = philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+                                  stream, 0x6e69626cu /* "nibl" */, static_cast<uint32_t>(seed),
+                                  static_cast<uint32_t>(seed >> 32));
+  return r.v[index & 3];
+}
+
+}  // namespace nibble::fmt

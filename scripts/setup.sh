@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what nibble needs on a fresh Debian 12 machine (with the CUDA toolkit already present),
+# then configures and builds into ./build. Idempotent: a second run only rebuilds what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_pkgs=(libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libbenchmark-dev libeigen3-dev libceres-dev ninja-build cmake g++)
+missing=()
+for p in "${need_pkgs[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# nvcc lives in the CUDA toolkit's bin folder, which is not always on PATH.
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH=/usr/local/cuda/bin:$PATH
+fi
+
+generator=()
+command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
+if [ ! -f build/CMakeCache.txt ]; then
+  cmake -S . -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "$@"
+fi
+cmake --build build -j "$(nproc)"

@@ -1,0 +1,26 @@
+// Each subcommand lives in its own cmd_<name>.cpp and registers itself here at static-init time,
+// so adding a command touches one new file and nothing else.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace nibble::cli {
+
+struct Command {
+  std::string name;
+  std::string description;
+  // Adds the subcommand's options to `sub` and returns the action to run when it is chosen.
+  std::function<std::function<int()>(CLI::App& sub)> setup;
+};
+
+std::vector<Command>& command_registry();
+
+inline bool register_command(Command c) {
+  command_registry().push_back(std::move(c));
+  return true;
+}
+
+}  // namespace nibble::cli

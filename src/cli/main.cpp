@@ -1,0 +1,42 @@
+// nibble: low-precision (FP8/FP4) transformer training toolkit. Entry point; subcommands register
+// themselves in cmd_*.cpp.
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <functional>
+
+#include "command_registry.hpp"
+
+namespace nibble::cli {
+std::vector<Command>& command_registry() {
+  static std::vector<Command> commands;
+  return commands;
+}
+}  // namespace nibble::cli
+
+int main(int argc, char** argv) {
+  using namespace nibble::cli;
+  CLI::App app{"nibble: which precision recipe should I train in, and how fast is it?"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "nibble 0.1.0");
+  auto& commands = command_registry();
+  std::sort(commands.begin(), commands.end(),
+            [](const Command& a, const Command& b) { return a.name < b.name; });
+  std::function<int()> action;
+  for (auto& c : commands) {
+    CLI::App* sub = app.add_subcommand(c.name, c.description);
+    auto run = c.setup(*sub);
+    sub->callback([&action, run] { action = run; });
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    return action ? action() : 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "nibble: error: %s\n", e.what());
+    return 1;
+  }
+}
