@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One batched call on the GPU machine: build with ninja, run the gpu tests, run the benchmarks, and
+# leave logs + JSON under $OUT (at most 8 files come back: keep the list short).
+# Usage: bash scripts/gpu_run.sh [tests] [bench] [kernels] [gemm] [triton] [torch]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/nibble-out}
+mkdir -p "$OUT"
+export PATH=/usr/local/cuda/bin:$PATH
+log=$OUT/log.txt
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv >"$log" 2>&1
+start=$(date +%s)
+if [ ! -f build-gpu/build.ninja ]; then
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DNIBBLE_BENCH=ON >>"$log" 2>&1 || { echo "configure failed"; tail -30 "$log"; exit 1; }
+fi
+cmake --build build-gpu -j 16 >>"$log" 2>&1 || { echo "build failed"; grep -E "error|Error" "$log" | head -40; exit 1; }
+echo "build: $(( $(date +%s) - start )) s" | tee -a "$log"
+want() { [ $# -eq 0 ] && return 0; for a in "${ARGS[@]}"; do [ "$a" = "$1" ] && return 0; done; return 1; }
+ARGS=("$@"); [ ${#ARGS[@]} -eq 0 ] && ARGS=(tests bench)
+if want tests; then
+  ctest --test-dir build-gpu -L gpu --output-on-failure --timeout 300 >"$OUT/gpu-tests.txt" 2>&1
+  tail -25 "$OUT/gpu-tests.txt"
+fi
+for b in "${ARGS[@]}"; do
+  case $b in
+    kernels) for x in build-gpu/bench/gpu_quant_*_bench; do [ -x "$x" ] && "$x" --json "$OUT/$(basename "$x").json" 2>&1 | tail -30; done ;;
+    gemm) [ -x build-gpu/bench/gpu_gemm_bench ] && build-gpu/bench/gpu_gemm_bench --json "$OUT/gemm.json" 2>&1 | tail -30 ;;
+    bench) build-gpu/nibble bench --json "$OUT/bench.json" --html "$OUT/bench.html" --csv "$OUT/bench.csv" 2>&1 | tail -80 ;;
+    triton) python3 bench/triton_dot_scaled_mxfp4.py --json "$OUT/triton.json" 2>&1 | tail -20 ;;
+    torch) for p in bench/torch_compile_*.py; do python3 "$p" --json "$OUT/$(basename "$p" .py).json" 2>&1 | tail -15; done ;;
+  esac
+done
+echo "total: $(( $(date +%s) - start )) s"
