@@ -1,0 +1,83 @@
+// Aggregation of benchmark rows: pure functions from a BenchResult to sums, speedups and overheads.
+// No I/O; every number a report prints comes from here, so it is tested once on hand-made results.
+#pragma once
+#include "nibble/bench/result.hpp"
+
+#include <string>
+#include <vector>
+
+namespace nibble::bench {
+
+struct PassSums {
+  double fprop_ms = 0;
+  double dgrad_ms = 0;
+  double wgrad_ms = 0;
+  double backward_ms() const { return dgrad_ms + wgrad_ms; }
+  double total_ms() const { return fprop_ms + dgrad_ms + wgrad_ms; }
+};
+
+// One (recipe, mode): where its time goes and what it buys. Times of the "layer" fields cover one
+// transformer block (rows of once-per-model layers such as lm_head are excluded); model_ms is
+// layer_ms * layers plus the once-per-model rows. Unavailable comparisons are NaN.
+struct RecipeSummary {
+  std::string recipe;
+  Mode mode = Mode::pre_quantized;
+  std::string path;            // the path of the rows (by FLOPs when they differ; see mixed_paths)
+  std::string predicted_path;  // when path == "predicted"
+  bool mixed_paths = false;    // rows of this recipe ran different paths
+  PassSums gemm;               // per layer, GEMM time only
+  PassSums quant;              // per layer, attributed quantization time (autocast modes)
+  double layer_ms = 0;         // gemm + quant over one layer
+  double once_per_model_ms = 0;  // lm_head etc., once
+  double model_ms = 0;         // layer_ms * layers + once_per_model_ms
+  double layer_flops = 0;
+  double layer_tflops = 0;     // layer_flops / layer_ms
+  double bound_layer_ms = kNaN;   // sum of the rows' bound_ms, when every row has one
+  double speedup_vs_bf16 = kNaN;      // same-mode bf16 layer_ms / this layer_ms
+  double speedup_vs_baseline = kNaN;  // same-mode baseline layer_ms / this layer_ms
+  // Forward and backward speedups over bf16 (fprop sums; dgrad + wgrad sums), same mode: the
+  // scaling-law planner's sp_fw and sp_bw.
+  double forward_speedup_vs_bf16 = kNaN;
+  double backward_speedup_vs_bf16 = kNaN;
+  // Autocast layer_ms minus the same recipe's pre-quantized layer_ms, when both ran.
+  double quant_overhead_ms = kNaN;
+  int failed_rows = 0;         // rows with an error; the sums skip them
+};
+
+// A linear layer's total per (recipe, mode): time per pass, one layer.
+struct LinearLayerSum {
+  std::string layer;
+  std::string recipe;
+  Mode mode = Mode::pre_quantized;
+  PassSums ms;                 // gemm + quant
+};
+
+// fprop versus dgrad of one linear layer: the same weights, different shapes and layouts, so the
+// times differ ("a dgrad is not the same as fprop").
+struct Asymmetry {
+  std::string layer;
+  std::string recipe;
+  Mode mode = Mode::pre_quantized;
+  double fprop_ms = 0;          // one call, total (gemm + quant)
+  double dgrad_ms = 0;
+  double dgrad_over_fprop = kNaN;
+};
+
+// Sums over rows that succeeded, weighted by each row's count.
+std::vector<RecipeSummary> summarize(const BenchResult& result);
+std::vector<LinearLayerSum> per_linear_layer(const BenchResult& result);
+std::vector<Asymmetry> fprop_dgrad_asymmetry(const BenchResult& result);
+
+// The summary for (recipe, mode), or nullptr.
+const RecipeSummary* find_summary(const std::vector<RecipeSummary>& summaries,
+                                  std::string_view recipe, Mode mode);
+
+// The recipes and modes present, in first-appearance order (bf16 first when present).
+std::vector<std::string> recipes_in(const BenchResult& result);
+std::vector<Mode> modes_in(const BenchResult& result);
+
+// SPEC section 7: training speedup from forward and backward speedups,
+// sp_tr = 1 / (1/(3 sp_fw) + 2/(3 sp_bw)).
+double training_speedup(double forward_speedup, double backward_speedup);
+
+}  // namespace nibble::bench
