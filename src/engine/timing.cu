@@ -1,0 +1,124 @@
+#include <algorithm>
+#include <vector>
+
+#include "nibble/cuda/check.hpp"
+#include "nibble/engine/timing.hpp"
+
+namespace nibble::engine {
+namespace {
+
+// A scratch buffer written between repetitions evicts the operands of the previous one from L2.
+struct L2Flusher {
+  void* buf = nullptr;
+  size_t bytes = 0;
+  explicit L2Flusher(size_t l2) : bytes(2 * l2) { NIBBLE_CUDA_CHECK(cudaMalloc(&buf, bytes)); }
+  ~L2Flusher() { cudaFree(buf); }
+  void flush(cudaStream_t s) const { NIBBLE_CUDA_CHECK(cudaMemsetAsync(buf, 0x5a, bytes, s)); }
+};
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  const double pos = p * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+__global__ void spin_kernel(long long cycles) {
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+}
+
+}  // namespace
+
+TimingStats time_on_gpu(const std::function<void(cudaStream_t, int)>& work, const TimingOptions& opt,
+                        cudaStream_t stream) {
+  int device = 0, l2 = 0;
+  NIBBLE_CUDA_CHECK(cudaGetDevice(&device));
+  NIBBLE_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+  L2Flusher flusher(static_cast<size_t>(l2));
+  for (int i = 0; i < opt.warmup; ++i) work(stream, i);
+  const int n = std::max(1, opt.iters);
+  std::vector<cudaEvent_t> start(n), stop(n);
+  for (int i = 0; i < n; ++i) {
+    NIBBLE_CUDA_CHECK(cudaEventCreate(&start[i]));
+    NIBBLE_CUDA_CHECK(cudaEventCreate(&stop[i]));
+  }
+  for (int i = 0; i < n; ++i) {
+    if (opt.flush_l2) flusher.flush(stream);
+    NIBBLE_CUDA_CHECK(cudaEventRecord(start[i], stream));
+    work(stream, opt.warmup + i);
+    NIBBLE_CUDA_CHECK(cudaEventRecord(stop[i], stream));
+  }
+  NIBBLE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<double> ms(n);
+  for (int i = 0; i < n; ++i) {
+    float t = 0;
+    NIBBLE_CUDA_CHECK(cudaEventElapsedTime(&t, start[i], stop[i]));
+    ms[i] = t;
+    cudaEventDestroy(start[i]);
+    cudaEventDestroy(stop[i]);
+  }
+  TimingStats s;
+  s.runs = n;
+  s.median_ms = percentile(ms, 0.5);
+  s.p10_ms = percentile(ms, 0.1);
+  s.p90_ms = percentile(ms, 0.9);
+  s.min_ms = *std::min_element(ms.begin(), ms.end());
+  s.max_ms = *std::max_element(ms.begin(), ms.end());
+  return s;
+}
+
+bool query_gpu(GpuInfo& info) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return false;
+  }
+  int dev = 0;
+  NIBBLE_CUDA_CHECK(cudaGetDevice(&dev));
+  cudaDeviceProp p{};
+  NIBBLE_CUDA_CHECK(cudaGetDeviceProperties(&p, dev));
+  info.name = p.name;
+  info.sm_count = p.multiProcessorCount;
+  info.cc_major = p.major;
+  info.cc_minor = p.minor;
+  info.l2_bytes = static_cast<size_t>(p.l2CacheSize);
+  info.total_memory = p.totalGlobalMem;
+  int clk = 0, mclk = 0;
+  NIBBLE_CUDA_CHECK(cudaDeviceGetAttribute(&clk, cudaDevAttrClockRate, dev));
+  NIBBLE_CUDA_CHECK(cudaDeviceGetAttribute(&mclk, cudaDevAttrMemoryClockRate, dev));
+  info.sm_clock_mhz = clk / 1000;
+  info.memory_clock_mhz = mclk / 1000;
+  NIBBLE_CUDA_CHECK(cudaDriverGetVersion(&info.driver_version));
+  NIBBLE_CUDA_CHECK(cudaRuntimeGetVersion(&info.runtime_version));
+  info.cublaslt_version = cublasLtGetVersion();
+  return true;
+}
+
+void warm_up_clocks(double ms, cudaStream_t stream) {
+  int dev = 0, clk_khz = 0, sms = 0;
+  NIBBLE_CUDA_CHECK(cudaGetDevice(&dev));
+  NIBBLE_CUDA_CHECK(cudaDeviceGetAttribute(&clk_khz, cudaDevAttrClockRate, dev));
+  NIBBLE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const long long cycles = static_cast<long long>(ms * clk_khz);
+  spin_kernel<<<sms * 4, 128, 0, stream>>>(cycles);
+  NIBBLE_CHECK_LAUNCH();
+  NIBBLE_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+double measure_copy_bandwidth(size_t bytes, const TimingOptions& opt, cudaStream_t stream) {
+  void *src = nullptr, *dst = nullptr;
+  NIBBLE_CUDA_CHECK(cudaMalloc(&src, bytes));
+  NIBBLE_CUDA_CHECK(cudaMalloc(&dst, bytes));
+  NIBBLE_CUDA_CHECK(cudaMemsetAsync(src, 0x3c, bytes, stream));
+  const TimingStats t = time_on_gpu(
+      [&](cudaStream_t s, int) { NIBBLE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s)); },
+      opt, stream);
+  cudaFree(src);
+  cudaFree(dst);
+  return 2.0 * static_cast<double>(bytes) / (t.median_ms * 1e-3);
+}
+
+}  // namespace nibble::engine
