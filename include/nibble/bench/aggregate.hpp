@@ -27,6 +27,7 @@ struct RecipeSummary {
   bool mixed_paths = false;    // rows of this recipe ran different paths
   PassSums gemm;               // per layer, GEMM time only
   PassSums quant;              // per layer, attributed quantization time (autocast modes)
+  PassSums ms;                 // per layer, gemm + quant
   double layer_ms = 0;         // gemm + quant over one layer
   double once_per_model_ms = 0;  // lm_head etc., once
   double model_ms = 0;         // layer_ms * layers + once_per_model_ms
@@ -41,7 +42,9 @@ struct RecipeSummary {
   double backward_speedup_vs_bf16 = kNaN;
   // Autocast layer_ms minus the same recipe's pre-quantized layer_ms, when both ran.
   double quant_overhead_ms = kNaN;
-  int failed_rows = 0;         // rows with an error; the sums skip them
+  // Rows with an error. The sums skip them, so a recipe with failures looks faster than it is:
+  // its speedups are left NaN rather than overstated.
+  int failed_rows = 0;
 };
 
 // A linear layer's total per (recipe, mode): time per pass, one layer.

@@ -1,0 +1,294 @@
+// BenchResult <-> JSON. The writer emits every field under a stable name; the reader validates
+// everything it needs and names the offending field, because `nibble report` and the planner load
+// files that may be hand-edited, truncated or from another version.
+#include "nibble/bench/aggregate.hpp"
+#include "nibble/bench/result.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace nibble::bench {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr int kSchemaVersion = 1;
+
+// NaN is not JSON; "not available" is written as null and read back as NaN.
+json number_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+json row_json(const Row& r) {
+  json j = {{"layer", r.layer},
+            {"pass", r.pass},
+            {"m", r.m},
+            {"k", r.k},
+            {"n", r.n},
+            {"count", r.count},
+            {"flops", r.flops},
+            {"recipe", r.recipe},
+            {"mode", std::string(to_string(r.mode))},
+            {"gemm_ms", r.gemm.median_ms},
+            {"gemm_p10_ms", r.gemm.p10_ms},
+            {"gemm_p90_ms", r.gemm.p90_ms},
+            {"gemm_min_ms", r.gemm.min_ms},
+            {"gemm_max_ms", r.gemm.max_ms},
+            {"n_runs", r.gemm.n_runs},
+            {"quant_ms", r.quant_ms},
+            {"total_ms", r.total_ms},
+            {"tflops", r.tflops},
+            {"pct_of_peak", r.pct_of_peak},
+            {"path", r.path},
+            {"quant_bytes", r.quant_bytes},
+            {"bound_ms", number_or_null(r.bound_ms)},
+            {"error", r.error.empty() ? json(nullptr) : json(r.error)}};
+  if (!r.predicted_path.empty()) j["predicted_path"] = r.predicted_path;
+  return j;
+}
+
+json summary_json(const RecipeSummary& s) {
+  auto passes = [](const PassSums& p) {
+    return json{{"fprop_ms", p.fprop_ms}, {"dgrad_ms", p.dgrad_ms}, {"wgrad_ms", p.wgrad_ms}};
+  };
+  json j = {{"recipe", s.recipe},
+            {"mode", std::string(to_string(s.mode))},
+            {"layer_ms", s.layer_ms},
+            {"speedup_vs_bf16", number_or_null(s.speedup_vs_bf16)},
+            {"speedup_vs_baseline", number_or_null(s.speedup_vs_baseline)},
+            {"path", s.path},
+            {"mixed_paths", s.mixed_paths},
+            {"model_ms", s.model_ms},
+            {"once_per_model_ms", s.once_per_model_ms},
+            {"layer_tflops", s.layer_tflops},
+            {"gemm_ms", passes(s.gemm)},
+            {"quant_ms", passes(s.quant)},
+            {"bound_layer_ms", number_or_null(s.bound_layer_ms)},
+            {"forward_speedup_vs_bf16", number_or_null(s.forward_speedup_vs_bf16)},
+            {"backward_speedup_vs_bf16", number_or_null(s.backward_speedup_vs_bf16)},
+            {"quant_overhead_ms", number_or_null(s.quant_overhead_ms)},
+            {"failed_rows", s.failed_rows}};
+  if (!s.predicted_path.empty()) j["predicted_path"] = s.predicted_path;
+  return j;
+}
+
+// --- reading -------------------------------------------------------------------------------------
+
+const json& field(const json& obj, const char* name, const std::string& where) {
+  auto it = obj.find(name);
+  if (it == obj.end())
+    throw std::invalid_argument(fmt::format("{}.{}: missing (the file is not a nibble bench result, "
+                                            "or it is truncated)", where, name));
+  return *it;
+}
+
+std::string get_string(const json& obj, const char* name, const std::string& where) {
+  const json& v = field(obj, name, where);
+  if (!v.is_string())
+    throw std::invalid_argument(fmt::format("{}.{}: expected a string, got {}", where, name, v.dump()));
+  return v.get<std::string>();
+}
+
+std::string get_string_or(const json& obj, const char* name, const std::string& where,
+                          const std::string& fallback) {
+  if (!obj.contains(name) || obj[name].is_null()) return fallback;
+  return get_string(obj, name, where);
+}
+
+double get_number(const json& obj, const char* name, const std::string& where) {
+  const json& v = field(obj, name, where);
+  if (v.is_null()) return kNaN;
+  if (!v.is_number())
+    throw std::invalid_argument(fmt::format("{}.{}: expected a number, got {}", where, name, v.dump()));
+  return v.get<double>();
+}
+
+double get_number_or(const json& obj, const char* name, const std::string& where, double fallback) {
+  if (!obj.contains(name)) return fallback;
+  return get_number(obj, name, where);
+}
+
+int64_t get_int(const json& obj, const char* name, const std::string& where) {
+  const json& v = field(obj, name, where);
+  if (!v.is_number_integer())
+    throw std::invalid_argument(fmt::format("{}.{}: expected an integer, got {}", where, name, v.dump()));
+  return v.get<int64_t>();
+}
+
+Row row_from_json(const json& j, const std::string& where) {
+  if (!j.is_object()) throw std::invalid_argument(fmt::format("{}: expected an object", where));
+  Row r;
+  r.layer = get_string(j, "layer", where);
+  r.pass = get_string(j, "pass", where);
+  if (r.pass != "fprop" && r.pass != "dgrad" && r.pass != "wgrad")
+    throw std::invalid_argument(
+        fmt::format("{}.pass: '{}' is not one of: fprop, dgrad, wgrad", where, r.pass));
+  r.m = get_int(j, "m", where);
+  r.k = get_int(j, "k", where);
+  r.n = get_int(j, "n", where);
+  r.count = get_int(j, "count", where);
+  if (r.m <= 0 || r.k <= 0 || r.n <= 0 || r.count <= 0)
+    throw std::invalid_argument(fmt::format(
+        "{}: m, k, n and count must be positive (got {} x {} x {}, count {})", where, r.m, r.k, r.n,
+        r.count));
+  r.flops = get_number(j, "flops", where);
+  r.recipe = get_string(j, "recipe", where);
+  try {
+    r.mode = mode_from_string(get_string(j, "mode", where));
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(fmt::format("{}.{}", where, e.what()));
+  }
+  r.error = get_string_or(j, "error", where, "");
+  r.gemm.median_ms = get_number(j, "gemm_ms", where);
+  r.gemm.p10_ms = get_number_or(j, "gemm_p10_ms", where, r.gemm.median_ms);
+  r.gemm.p90_ms = get_number_or(j, "gemm_p90_ms", where, r.gemm.median_ms);
+  r.gemm.min_ms = get_number_or(j, "gemm_min_ms", where, r.gemm.median_ms);
+  r.gemm.max_ms = get_number_or(j, "gemm_max_ms", where, r.gemm.median_ms);
+  r.gemm.n_runs = static_cast<int>(get_number_or(j, "n_runs", where, 0));
+  r.quant_ms = get_number_or(j, "quant_ms", where, 0);
+  r.total_ms = get_number(j, "total_ms", where);
+  r.tflops = get_number_or(j, "tflops", where, kNaN);
+  r.pct_of_peak = get_number_or(j, "pct_of_peak", where, kNaN);
+  r.path = get_string(j, "path", where);
+  check_path(r.path, where + ".path");
+  r.predicted_path = get_string_or(j, "predicted_path", where, "");
+  if (!r.predicted_path.empty()) check_path(r.predicted_path, where + ".predicted_path");
+  r.quant_bytes = get_number_or(j, "quant_bytes", where, 0);
+  r.bound_ms = get_number_or(j, "bound_ms", where, kNaN);
+  if (r.ok() && !(r.total_ms >= 0 && std::isfinite(r.total_ms)))
+    throw std::invalid_argument(fmt::format(
+        "{}.total_ms: {} is not a time; a failed row must carry an 'error' string", where,
+        r.total_ms));
+  return r;
+}
+
+}  // namespace
+
+json to_json(const BenchResult& result) {
+  json gemms = json::array();
+  for (const Row& r : result.rows) gemms.push_back(row_json(r));
+  json summary = json::array();
+  for (const RecipeSummary& s : summarize(result)) summary.push_back(summary_json(s));
+  json memory = json::array();
+  for (const MemoryUsage& m : result.memory)
+    memory.push_back({{"recipe", m.recipe},
+                      {"operand_bytes", m.operand_bytes},
+                      {"saved_bytes", m.saved_bytes},
+                      {"peak_bytes", m.peak_bytes}});
+  json asym = json::array();
+  for (const Asymmetry& a : fprop_dgrad_asymmetry(result))
+    asym.push_back({{"layer", a.layer},
+                    {"recipe", a.recipe},
+                    {"mode", std::string(to_string(a.mode))},
+                    {"fprop_ms", a.fprop_ms},
+                    {"dgrad_ms", a.dgrad_ms},
+                    {"dgrad_over_fprop", number_or_null(a.dgrad_over_fprop)}});
+  const GpuInfo& g = result.gpu;
+  return {{"schema", "nibble-bench"},
+          {"schema_version", kSchemaVersion},
+          {"nibble_version", result.nibble_version},
+          {"gpu", g.name},
+          {"predicted", result.predicted},
+          {"gpu_info",
+           {{"name", g.name},
+            {"sm_count", g.sm_count},
+            {"compute_capability", g.compute_capability},
+            {"sm_clock_mhz", g.sm_clock_mhz},
+            {"memory_clock_mhz", g.memory_clock_mhz},
+            {"memory_bandwidth_gbs", g.memory_bandwidth_gbs},
+            {"driver_version", g.driver_version},
+            {"cuda_version", g.cuda_version},
+            {"cublaslt_version", g.cublaslt_version}}},
+          {"command_line", result.command_line},
+          {"date", result.date},
+          {"model", result.model},
+          {"tokens", result.tokens},
+          {"layers", result.layers},
+          {"baseline_recipe", result.baseline_recipe},
+          {"copy_bandwidth_gbs", result.copy_bandwidth_gbs},
+          {"summary", summary},
+          {"gemms", gemms},
+          {"memory", memory},
+          {"fprop_dgrad", asym},
+          {"notes", result.notes}};
+}
+
+BenchResult result_from_json(const json& j) {
+  if (!j.is_object()) throw std::invalid_argument("result: expected a JSON object at the top level");
+  if (j.contains("schema") && j["schema"] != "nibble-bench")
+    throw std::invalid_argument(fmt::format(
+        "schema: {} is not \"nibble-bench\"; this file is not a nibble bench result", j["schema"].dump()));
+  if (j.contains("schema_version") && j["schema_version"].is_number_integer() &&
+      j["schema_version"].get<int>() > kSchemaVersion)
+    throw std::invalid_argument(fmt::format(
+        "schema_version: {} is newer than this nibble understands ({}); upgrade nibble",
+        j["schema_version"].get<int>(), kSchemaVersion));
+  const std::string top = "result";
+  BenchResult r;
+  r.gpu.name = get_string(j, "gpu", top);
+  const json& pred = field(j, "predicted", top);
+  if (!pred.is_boolean())
+    throw std::invalid_argument(fmt::format("result.predicted: expected true or false, got {}", pred.dump()));
+  r.predicted = pred.get<bool>();
+  r.nibble_version = get_string_or(j, "nibble_version", top, "");
+  if (j.contains("gpu_info") && j["gpu_info"].is_object()) {
+    const json& g = j["gpu_info"];
+    const std::string w = "gpu_info";
+    r.gpu.sm_count = static_cast<int>(get_number_or(g, "sm_count", w, 0));
+    r.gpu.compute_capability = static_cast<int>(get_number_or(g, "compute_capability", w, 0));
+    r.gpu.sm_clock_mhz = get_number_or(g, "sm_clock_mhz", w, 0);
+    r.gpu.memory_clock_mhz = get_number_or(g, "memory_clock_mhz", w, 0);
+    r.gpu.memory_bandwidth_gbs = get_number_or(g, "memory_bandwidth_gbs", w, 0);
+    r.gpu.driver_version = get_string_or(g, "driver_version", w, "");
+    r.gpu.cuda_version = get_string_or(g, "cuda_version", w, "");
+    r.gpu.cublaslt_version = get_string_or(g, "cublaslt_version", w, "");
+  }
+  r.command_line = get_string_or(j, "command_line", top, "");
+  r.date = get_string_or(j, "date", top, "");
+  if (j.contains("model")) r.model = j["model"];
+  r.tokens = get_int(j, "tokens", top);
+  r.layers = get_int(j, "layers", top);
+  if (r.layers <= 0)
+    throw std::invalid_argument(fmt::format("result.layers: {} must be positive", r.layers));
+  r.baseline_recipe = get_string_or(j, "baseline_recipe", top, "");
+  r.copy_bandwidth_gbs = get_number_or(j, "copy_bandwidth_gbs", top, 0);
+  const json& gemms = field(j, "gemms", top);
+  if (!gemms.is_array()) throw std::invalid_argument("result.gemms: expected an array of rows");
+  for (size_t i = 0; i < gemms.size(); ++i)
+    r.rows.push_back(row_from_json(gemms[i], fmt::format("gemms[{}]", i)));
+  if (j.contains("memory") && j["memory"].is_array()) {
+    for (size_t i = 0; i < j["memory"].size(); ++i) {
+      const json& m = j["memory"][i];
+      const std::string w = fmt::format("memory[{}]", i);
+      if (!m.is_object()) throw std::invalid_argument(w + ": expected an object");
+      r.memory.push_back({get_string(m, "recipe", w), get_int(m, "operand_bytes", w),
+                          get_int(m, "saved_bytes", w), get_int(m, "peak_bytes", w)});
+    }
+  }
+  if (j.contains("notes") && j["notes"].is_array())
+    for (const json& n : j["notes"])
+      if (n.is_string()) r.notes.push_back(n.get<std::string>());
+  return r;
+}
+
+BenchResult read_result_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(fmt::format("cannot open result file '{}': check the path", path));
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::parse_error& e) {
+    throw std::invalid_argument(
+        fmt::format("result file '{}' is not valid JSON ({}); was the run interrupted?", path, e.what()));
+  }
+  try {
+    return result_from_json(j);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(fmt::format("result file '{}': {}", path, e.what()));
+  }
+}
+
+}  // namespace nibble::bench

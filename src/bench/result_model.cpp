@@ -1,0 +1,63 @@
+// Names of modes and paths, and the small helpers of the result model.
+#include "nibble/bench/result.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <chrono>
+#include <ctime>
+#include <stdexcept>
+
+namespace nibble::bench {
+
+namespace {
+constexpr std::array<std::string_view, 5> kPaths = {path::native, path::emulated_exact_fp8,
+                                                    path::emulated_exact_bf16,
+                                                    path::emulated_approximate, path::predicted};
+}  // namespace
+
+std::string_view to_string(Mode mode) {
+  switch (mode) {
+    case Mode::pre_quantized: return "pre-quantized";
+    case Mode::step: return "step";
+    case Mode::per_gemm: return "per-gemm";
+  }
+  throw std::invalid_argument("mode: invalid enum value");
+}
+
+Mode mode_from_string(std::string_view text) {
+  if (text == "pre-quantized") return Mode::pre_quantized;
+  if (text == "step") return Mode::step;
+  if (text == "per-gemm") return Mode::per_gemm;
+  throw std::invalid_argument(
+      fmt::format("mode '{}' is not one of: pre-quantized, step, per-gemm", text));
+}
+
+bool is_valid_path(std::string_view text) {
+  for (auto p : kPaths)
+    if (text == p) return true;
+  return false;
+}
+
+void check_path(std::string_view text, std::string_view field) {
+  if (is_valid_path(text)) return;
+  throw std::invalid_argument(fmt::format(
+      "{}: path '{}' is not one of: native, emulated-exact (fp8), emulated-exact (bf16), "
+      "emulated-approximate, predicted",
+      field, text));
+}
+
+bool is_once_per_model(std::string_view layer) {
+  return layer == "lm_head" || layer == "embedding";
+}
+
+std::string utc_now_iso8601() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace nibble::bench
