@@ -1,0 +1,122 @@
+// JSON schema (field names are a contract), round trip, and reader errors.
+#include "handmade_result.hpp"
+#include "nibble/bench/aggregate.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+namespace nibble::bench {
+namespace {
+
+using nlohmann::json;
+
+BenchResult sample() {
+  std::mt19937_64 rng(std::random_device{}());
+  return testing::handmade_result(rng);
+}
+
+TEST(ResultJson, TopLevelAndRowFieldNames) {
+  json j = to_json(sample());
+  for (const char* f : {"gpu", "predicted", "summary", "gemms", "gpu_info", "command_line", "date",
+                        "model", "tokens", "layers", "baseline_recipe", "copy_bandwidth_gbs",
+                        "memory", "fprop_dgrad"})
+    EXPECT_TRUE(j.contains(f)) << f;
+  EXPECT_TRUE(j["gpu"].is_string());
+  for (const char* f : {"sm_count", "sm_clock_mhz", "driver_version", "cuda_version",
+                        "cublaslt_version"})
+    EXPECT_TRUE(j["gpu_info"].contains(f)) << f;
+  for (const char* f : {"recipe", "mode", "layer_ms", "speedup_vs_bf16", "path"})
+    EXPECT_TRUE(j["summary"][0].contains(f)) << f;
+  for (const char* f : {"layer", "pass", "m", "k", "n", "count", "flops", "recipe", "mode",
+                        "gemm_ms", "gemm_p10_ms", "gemm_p90_ms", "n_runs", "quant_ms", "total_ms",
+                        "tflops", "pct_of_peak", "path", "quant_bytes", "bound_ms", "error"})
+    EXPECT_TRUE(j["gemms"][0].contains(f)) << f;
+  for (const char* f : {"recipe", "operand_bytes", "saved_bytes", "peak_bytes"})
+    EXPECT_TRUE(j["memory"][0].contains(f)) << f;
+  EXPECT_EQ(j["summary"].size(), 6u);
+}
+
+TEST(ResultJson, RoundTripKeepsEveryRow) {
+  BenchResult a = sample();
+  a.rows[3].error = "out of memory";
+  a.rows[4].bound_ms = kNaN;
+  BenchResult b = result_from_json(json::parse(to_json(a).dump()));
+  EXPECT_EQ(b.gpu.name, a.gpu.name);
+  EXPECT_EQ(b.gpu.driver_version, a.gpu.driver_version);
+  EXPECT_EQ(b.layers, a.layers);
+  EXPECT_EQ(b.model, a.model);
+  ASSERT_EQ(b.rows.size(), a.rows.size());
+  for (size_t i = 0; i < a.rows.size(); ++i) {
+    EXPECT_EQ(b.rows[i].layer, a.rows[i].layer);
+    EXPECT_EQ(b.rows[i].mode, a.rows[i].mode);
+    EXPECT_EQ(b.rows[i].path, a.rows[i].path);
+    EXPECT_EQ(b.rows[i].error, a.rows[i].error);
+    EXPECT_DOUBLE_EQ(b.rows[i].total_ms, a.rows[i].total_ms);
+    EXPECT_DOUBLE_EQ(b.rows[i].gemm.p90_ms, a.rows[i].gemm.p90_ms);
+    EXPECT_EQ(std::isnan(b.rows[i].bound_ms), std::isnan(a.rows[i].bound_ms));
+  }
+  EXPECT_EQ(to_json(b).dump(), to_json(a).dump());
+}
+
+void expect_rejected(const json& j, const std::string& needle) {
+  try {
+    result_from_json(j);
+    ADD_FAILURE() << "accepted a malformed result; expected an error mentioning " << needle;
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(ResultJson, ReaderNamesTheBadField) {
+  const json good = to_json(sample());
+  json j = good;
+  j.erase("gemms");
+  expect_rejected(j, "gemms");
+  j = good;
+  j["gemms"][2]["mode"] = "fast";
+  expect_rejected(j, "gemms[2].mode");
+  j = good;
+  j["gemms"][1]["path"] = "fp4";
+  expect_rejected(j, "gemms[1].path");
+  j = good;
+  j["gemms"][0]["pass"] = "backward";
+  expect_rejected(j, "gemms[0].pass");
+  j = good;
+  j["gemms"][0]["m"] = -4;
+  expect_rejected(j, "gemms[0]");
+  j = good;
+  j["predicted"] = "yes";
+  expect_rejected(j, "predicted");
+  j = good;
+  j["schema"] = "something-else";
+  expect_rejected(j, "schema");
+  expect_rejected(json::array(), "object");
+}
+
+TEST(ResultJson, ReadFileErrors) {
+  EXPECT_THROW(read_result_file("/nonexistent/dir/result.json"), std::runtime_error);
+  auto p = std::filesystem::temp_directory_path() / "nibble_truncated_result.json";
+  std::string text = to_json(sample()).dump();
+  std::ofstream(p) << text.substr(0, text.size() / 2);
+  try {
+    read_result_file(p.string());
+    ADD_FAILURE() << "accepted a truncated file";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("not valid JSON"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(p);
+}
+
+TEST(ResultJson, ModeNames) {
+  for (Mode m : {Mode::pre_quantized, Mode::step, Mode::per_gemm})
+    EXPECT_EQ(mode_from_string(to_string(m)), m);
+  EXPECT_THROW(mode_from_string("autocast"), std::invalid_argument);
+  EXPECT_TRUE(is_valid_path("emulated-exact (bf16)"));
+  EXPECT_FALSE(is_valid_path("emulated"));
+}
+
+}  // namespace
+}  // namespace nibble::bench
