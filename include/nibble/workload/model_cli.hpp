@@ -19,7 +19,7 @@ struct ModelCliOptions {
   std::string hf_config;
   std::optional<int64_t> hidden, ffn, heads, kv_heads, head_dim, layers, vocab;
   std::optional<bool> gated;
-  std::optional<int64_t> experts, top_k, moe_ffn, shared_experts, tp, micro_batch, seq_len;
+  std::optional<int64_t> experts, top_k, moe_ffn, shared_experts, shared_ffn, tp, micro_batch, seq_len;
 };
 
 void add_model_options(CLI::App& app, ModelCliOptions& options);

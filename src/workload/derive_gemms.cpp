@@ -1,0 +1,149 @@
+// Model -> GEMM list (SPEC section 5). Each linear layer (in_features I, out_features O, tokens T)
+// contributes fprop {T, I, O}, dgrad {T, O, I} and wgrad {I, T, O}; everything else here is deciding
+// I, O, T and count for each layer of the block.
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+#include "nibble/workload/gemm_list.hpp"
+
+namespace nibble::workload {
+namespace {
+
+int64_t checked_mul(int64_t a, int64_t b, const std::string& what) {
+  int64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out))
+    throw std::overflow_error(fmt::format("{} overflows a 64-bit integer ({} x {}): the shape is too large to count "
+                                          "in FLOPs; reduce the batch or the model sizes", what, a, b));
+  return out;
+}
+
+int64_t checked_add(int64_t a, int64_t b, const std::string& what) {
+  int64_t out = 0;
+  if (__builtin_add_overflow(a, b, &out))
+    throw std::overflow_error(fmt::format("{} overflows a 64-bit FLOP count: reduce the batch, layers or model sizes",
+                                          what));
+  return out;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+
+struct Linear {
+  std::string layer;
+  std::string role;
+  int64_t tokens, in, out, count;
+  bool per_model = false;
+};
+
+void append_passes(std::vector<Gemm>& gemms, const Linear& l) {
+  const Gemm fprop{l.layer, "fprop", l.tokens, l.in, l.out, l.count, l.role, l.per_model};
+  const Gemm dgrad{l.layer, "dgrad", l.tokens, l.out, l.in, l.count, l.role, l.per_model};
+  const Gemm wgrad{l.layer, "wgrad", l.in, l.tokens, l.out, l.count, l.role, l.per_model};
+  for (const Gemm& g : {fprop, dgrad, wgrad}) {
+    (void)g.flops_exact();  // reject overflowing shapes here, once, rather than wrap later
+    gemms.push_back(g);
+  }
+}
+
+void add_totals(FlopTotals& t, const Gemm& g, int64_t times) {
+  const int64_t f = checked_mul(g.flops_exact(), times, "FLOPs of " + g.layer + " " + g.pass);
+  int64_t& slot = g.pass == "fprop" ? t.fprop : (g.pass == "dgrad" ? t.dgrad : t.wgrad);
+  slot = checked_add(slot, f, "total FLOPs of " + g.pass);
+  (void)checked_add(checked_add(t.fprop, t.dgrad, "total FLOPs"), t.wgrad, "total FLOPs");
+}
+
+}  // namespace
+
+int64_t Gemm::flops_exact() const {
+  const std::string what = fmt::format("FLOPs of {} {} ({} x {} x {} x {})", layer, pass, m, k, n, count);
+  return checked_mul(checked_mul(checked_mul(checked_mul(2, m, what), k, what), n, what), count, what);
+}
+
+bool is_block_linear(std::string_view layer) {
+  return layer == "qkv" || layer == "attn_out" || layer == "mlp_up" || layer == "mlp_down";
+}
+
+FlopTotals Workload::layer_totals() const {
+  FlopTotals t;
+  for (const Gemm& g : gemms)
+    if (!g.per_model) add_totals(t, g, 1);
+  return t;
+}
+
+FlopTotals Workload::model_totals() const {
+  FlopTotals t;
+  for (const Gemm& g : gemms) add_totals(t, g, g.per_model ? 1 : layers);
+  return t;
+}
+
+Workload derive_workload(const ModelConfig& model, const WorkloadOptions& options) {
+  validate(model);
+  Workload w;
+  w.model = model;
+  w.tokens = model.tokens();
+  w.layers = model.layers;
+  const int64_t T = w.tokens;
+  const int64_t H = model.hidden;
+  const int64_t tp = model.tp;
+  const int64_t hd = model.effective_head_dim();
+  const int64_t kv = model.effective_kv_heads();
+  // Q is heads*head_dim wide, which equals H only when head_dim = H/heads (Gemma-style models differ).
+  const int64_t q_width = checked_mul(model.heads, hd, "heads x head_dim");
+  const int64_t qkv_out =
+      checked_add(q_width, checked_mul(2, checked_mul(kv, hd, "kv_heads x head_dim"), "2 x kv width"), "qkv width");
+  const int64_t up_mult = model.gated ? 2 : 1;  // fused gate+up for SwiGLU/GeGLU
+
+  std::vector<Linear> linears;
+  // Column-parallel QKV and MLP up split O; row-parallel attention output and MLP down split I.
+  linears.push_back({"qkv", "dense", T, H, qkv_out / tp, 1});
+  if (options.attention) {
+    // Per (sequence, head) batched GEMMs, read as linear layers so the three passes follow the same
+    // convention: scores S = Q K^T is "X = Q (seq x head_dim), W = K (seq x head_dim)", values
+    // O = P V is "X = P (seq x seq), W = V^T (head_dim x seq)"; wgrad then yields dK^T and dV.
+    const int64_t batch_heads = checked_mul(model.micro_batch, model.heads / tp, "micro_batch x heads");
+    linears.push_back({"attn_scores", "attention", model.seq_len, hd, model.seq_len, batch_heads});
+    linears.push_back({"attn_values", "attention", model.seq_len, model.seq_len, hd, batch_heads});
+  }
+  linears.push_back({"attn_out", "dense", T, q_width / tp, H, 1});
+  if (model.is_moe()) {
+    const int64_t routed = checked_mul(T, model.top_k, "tokens x top_k");
+    const int64_t per_expert = ceil_div(routed, model.experts);
+    const int64_t eff = model.effective_moe_ffn();
+    linears.push_back({"mlp_up", "expert", per_expert, H, up_mult * eff / tp, model.experts});
+    linears.push_back({"mlp_down", "expert", per_expert, eff / tp, H, model.experts});
+    std::string note = fmt::format(
+        "MoE: each of the {} experts runs grouped GEMMs on the average T*top_k/experts = {}*{}/{} = {} tokens", model.experts,
+        T, model.top_k, model.experts, per_expert);
+    if (routed % model.experts != 0)
+      note += fmt::format(" (rounded up from {:.2f})", static_cast<double>(routed) / static_cast<double>(model.experts));
+    w.notes.push_back(note + "; routing imbalance is not modelled");
+    w.notes.push_back("MoE: every layer is taken as an MoE layer; the router GEMM (hidden x experts) is not listed");
+    if (model.shared_experts > 0) {
+      const int64_t sf = model.effective_shared_ffn();
+      linears.push_back({"mlp_up", "shared_expert", T, H, up_mult * sf / tp, model.shared_experts});
+      linears.push_back({"mlp_down", "shared_expert", T, sf / tp, H, model.shared_experts});
+    }
+  } else {
+    linears.push_back({"mlp_up", "dense", T, H, up_mult * model.ffn / tp, 1});
+    linears.push_back({"mlp_down", "dense", T, model.ffn / tp, H, 1});
+  }
+  if (options.lm_head) {
+    // Column-parallel over the vocabulary; frameworks pad the vocabulary to a multiple of tp.
+    const int64_t vocab_per_rank = ceil_div(model.vocab, tp);
+    linears.push_back({"lm_head", "lm_head", T, H, vocab_per_rank, 1, true});
+    if (model.vocab % tp != 0)
+      w.notes.push_back(fmt::format("lm_head: vocab {} padded to {} for tp {}", model.vocab, vocab_per_rank * tp, tp));
+  }
+  if (options.attention)
+    w.notes.push_back("attention score/value GEMMs stay BF16 in every recipe and are counted dense (causal masking "
+                      "and FlashAttention tiling are not modelled)");
+  if (tp > 1)
+    w.notes.push_back(fmt::format("shapes are one tensor-parallel rank's of tp {}; sequence parallelism does not "
+                                  "change them", tp));
+
+  for (const Linear& l : linears) append_passes(w.gemms, l);
+  (void)w.model_totals();  // the model-level sums must fit as well
+  return w;
+}
+
+}  // namespace nibble::workload
