@@ -49,7 +49,7 @@ RecipeSummary sum_rows(const BenchResult& result, const std::string& recipe, Mod
     const double c = static_cast<double>(r.count);
     flops_by_path[r.path] += r.flops * c;
     if (!r.predicted_path.empty()) flops_by_predicted_path[r.predicted_path] += r.flops * c;
-    if (is_once_per_model(r.layer)) {
+    if (r.per_model) {
       s.once_per_model_ms += r.total_ms * c;
       continue;
     }

@@ -29,6 +29,7 @@ json row_json(const Row& r) {
             {"k", r.k},
             {"n", r.n},
             {"count", r.count},
+            {"per_model", r.per_model},
             {"flops", r.flops},
             {"recipe", r.recipe},
             {"mode", std::string(to_string(r.mode))},
@@ -135,6 +136,13 @@ Row row_from_json(const json& j, const std::string& where) {
         "{}: m, k, n and count must be positive (got {} x {} x {}, count {})", where, r.m, r.k, r.n,
         r.count));
   r.flops = get_number(j, "flops", where);
+  if (j.contains("per_model")) {
+    if (!j["per_model"].is_boolean())
+      throw std::invalid_argument(fmt::format("{}.per_model: expected true or false", where));
+    r.per_model = j["per_model"].get<bool>();
+  } else {
+    r.per_model = is_once_per_model(r.layer);
+  }
   r.recipe = get_string(j, "recipe", where);
   try {
     r.mode = mode_from_string(get_string(j, "mode", where));

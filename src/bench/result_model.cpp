@@ -51,6 +51,32 @@ bool is_once_per_model(std::string_view layer) {
   return layer == "lm_head" || layer == "embedding";
 }
 
+void finish_row(Row& row, double peak_tflops) {
+  row.total_ms = row.gemm.median_ms + row.quant_ms;
+  row.tflops = row.total_ms > 0 ? row.flops / (row.total_ms * 1e-3) / 1e12 : kNaN;
+  row.pct_of_peak = (peak_tflops > 0 && row.gemm.median_ms > 0)
+                        ? 100.0 * row.flops / (row.gemm.median_ms * 1e-3) / 1e12 / peak_tflops
+                        : kNaN;
+}
+
+void fill_bounds(BenchResult& result) {
+  if (!(result.copy_bandwidth_gbs > 0))
+    throw std::invalid_argument(
+        "copy_bandwidth_gbs: must be measured (> 0) before the quantization bounds can be computed");
+  for (Row& r : result.rows) {
+    if (!r.ok()) continue;
+    double gemm_ms = r.gemm.median_ms;
+    if (is_autocast(r.mode))
+      for (const Row& p : result.rows)
+        if (p.ok() && p.mode == Mode::pre_quantized && p.layer == r.layer && p.pass == r.pass &&
+            p.recipe == r.recipe && p.m == r.m && p.k == r.k && p.n == r.n) {
+          gemm_ms = p.gemm.median_ms;
+          break;
+        }
+    r.bound_ms = gemm_ms + r.quant_bytes / (result.copy_bandwidth_gbs * 1e9) * 1e3;
+  }
+}
+
 std::string utc_now_iso8601() {
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm tm{};

@@ -31,6 +31,7 @@ inline Row make_row(const Shape& s, const std::string& recipe, Mode mode, std::m
   r.k = s.k;
   r.n = s.n;
   r.count = s.count;
+  r.per_model = s.layer == "lm_head";
   r.flops = 2.0 * double(s.m) * double(s.k) * double(s.n);
   r.recipe = recipe;
   r.mode = mode;

@@ -136,3 +136,38 @@ TEST(Aggregate, TrainingSpeedupFormula) {
 
 }  // namespace
 }  // namespace nibble::bench
+
+namespace nibble::bench {
+namespace {
+
+TEST(RowHelpers, FinishRowAndBounds) {
+  std::mt19937_64 rng(std::random_device{}());
+  BenchResult b = testing::handmade_result(rng, {"fp8-current"}, {Mode::pre_quantized, Mode::step});
+  for (Row& r : b.rows) {
+    r.total_ms = -1;  // poison: finish_row must overwrite
+    r.tflops = -1;
+    finish_row(r, 1979.0);
+    EXPECT_DOUBLE_EQ(r.total_ms, r.gemm.median_ms + r.quant_ms);
+    EXPECT_NEAR(r.tflops, r.flops / (r.total_ms * 1e-3) / 1e12, 1e-9);
+    EXPECT_NEAR(r.pct_of_peak, 100.0 * r.flops / (r.gemm.median_ms * 1e-3) / 1e12 / 1979.0, 1e-9);
+    r.bound_ms = -1;
+  }
+  b.copy_bandwidth_gbs = 4000;
+  fill_bounds(b);
+  for (const Row& r : b.rows) {
+    if (r.mode != Mode::step) {
+      EXPECT_DOUBLE_EQ(r.bound_ms, r.gemm.median_ms);
+      continue;
+    }
+    const Row* pre = nullptr;
+    for (const Row& p : b.rows)
+      if (p.mode == Mode::pre_quantized && p.layer == r.layer && p.pass == r.pass) pre = &p;
+    ASSERT_TRUE(pre);
+    EXPECT_NEAR(r.bound_ms, pre->gemm.median_ms + r.quant_bytes / 4e12 * 1e3, 1e-12);
+  }
+  b.copy_bandwidth_gbs = 0;
+  EXPECT_THROW(fill_bounds(b), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace nibble::bench

@@ -68,8 +68,9 @@ struct Row {
   std::string layer;   // linear layer name from the workload: "qkv", "attn_out", "lm_head", ...
   std::string pass;    // "fprop" | "dgrad" | "wgrad"
   int64_t m = 0, k = 0, n = 0;
-  int64_t count = 1;
-  double flops = 0;    // 2 m k n, one call
+  int64_t count = 1;   // calls of this shape per layer (workload::Gemm::count)
+  double flops = 0;    // 2 m k n of ONE call (note: workload::Gemm::flops() includes count)
+  bool per_model = false;  // once per model step (lm_head), not once per layer
 
   std::string recipe;  // "bf16", "fp8-delayed", ..., "quartet"
   Mode mode = Mode::pre_quantized;
@@ -113,8 +114,19 @@ struct BenchResult {
   std::vector<std::string> notes;    // free text the engine wants a reader to see
 };
 
-// Layers that occur once per model rather than once per transformer block.
+// Layers that occur once per model rather than once per transformer block; used when a file has
+// no per_model field.
 bool is_once_per_model(std::string_view layer);  // "lm_head", "embedding"
+
+// The derived fields of a row from its measured ones: total_ms = gemm.median_ms + quant_ms,
+// tflops = flops / total_ms, pct_of_peak = flops / gemm.median_ms against `peak_tflops` (the
+// recipe's dense peak on this GPU; 0 leaves pct_of_peak NaN).
+void finish_row(Row& row, double peak_tflops);
+
+// bound_ms of every autocast row: the pre-quantized GEMM time of the same (layer, pass, recipe)
+// (the row's own gemm time when no pre-quantized row exists) + quant_bytes / copy_bandwidth_gbs.
+// Pre-quantized rows get bound_ms = their GEMM time. Needs copy_bandwidth_gbs > 0.
+void fill_bounds(BenchResult& result);
 
 // The current time in the `date` field's format.
 std::string utc_now_iso8601();
