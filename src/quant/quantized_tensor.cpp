@@ -78,7 +78,9 @@ bool QuantizedTensor::trusted(int64_t r, int64_t c) const {
   return (mask[static_cast<size_t>(i / 8)] >> (i % 8)) & 1;
 }
 
-float QuantizedTensor::value_at(int64_t r, int64_t c) const {
+float QuantizedTensor::value_at(int64_t r, int64_t c) const { return unscaled_value_at(r, c) * tensor_scale; }
+
+float QuantizedTensor::unscaled_value_at(int64_t r, int64_t c) const {
   float v;
   if (element == ElementFormat::bf16) {
     const size_t i = static_cast<size_t>(2 * (r * cols + c));
@@ -86,7 +88,7 @@ float QuantizedTensor::value_at(int64_t r, int64_t c) const {
   } else {
     v = decode_element(element, code_at(r, c));
   }
-  return (v * block_scale_at(r, c)) * tensor_scale;
+  return v * block_scale_at(r, c);
 }
 
 std::vector<float> dequantize(const QuantizedTensor& q) {

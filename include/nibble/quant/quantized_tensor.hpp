@@ -48,7 +48,8 @@ struct QuantizedTensor {
   void set_code(int64_t r, int64_t c, uint8_t code);     // fp8 / e2m1 (e2m1: low 4 bits)
   float block_scale_at(int64_t r, int64_t c) const;      // decoded block scale of element (r, c)
   bool trusted(int64_t r, int64_t c) const;               // mask bit (true when there is no mask)
-  float value_at(int64_t r, int64_t c) const;             // dequantized (quantized domain)
+  float unscaled_value_at(int64_t r, int64_t c) const;    // decode(code) * block_scale (exact)
+  float value_at(int64_t r, int64_t c) const;             // unscaled_value_at * tensor_scale
 };
 
 // Allocates codes (and mask when with_mask) for the given layout; codes are zero-filled.

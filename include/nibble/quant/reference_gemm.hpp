@@ -1,4 +1,5 @@
-// The ground truth for every GEMM path: C[M, N] = sum_k A[m, k] * B[n, k] over the DEQUANTIZED
+// The ground truth for every GEMM path: C[M, N] = (sum_k A[m, k] * B[n, k]) * tensor_scale_a * tensor_scale_b,
+// A, B = decode(code) * block_scale (exact in float), and the sum over the DEQUANTIZED
 // values (quantized domain: rotations and prescales are not undone), products and sums in double.
 // A is [M, K] and B is [N, K], both contiguous along K ("TN"). Throws std::invalid_argument when the
 // K dimensions differ.
