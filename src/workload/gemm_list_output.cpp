@@ -71,6 +71,7 @@ std::string to_table(const Workload& w) {
                                  std::any_of(w.gemms.begin(), w.gemms.end(), [](const Gemm& g) { return g.per_model; })
                                      ? " + lm_head" : ""),
                      tflop(model.fprop), tflop(model.dgrad), tflop(model.wgrad), tflop(model.total()));
+  if (!w.notes.empty()) out += "\n";
   for (const std::string& note : w.notes) out += "note: " + note + "\n";
   return out;
 }
