@@ -212,7 +212,7 @@ Tensor parse_with_size(std::span<const uint8_t> prefix, uint64_t file_size, std:
   const uint64_t available = file_size - *data_offset;
   const size_t esize = dtype_size(header->dtype);
   // Checked against the bytes present before anything is allocated.
-  const int64_t n = checked_numel(header->shape, esize, available, source);
+  const int64_t n = checked_numel(header->shape, esize, std::numeric_limits<int64_t>::max(), source);
   *data_bytes = static_cast<uint64_t>(n) * esize;
   if (*data_bytes != available) {
     fail(source, "shape " + shape_string(header->shape) + " of " + std::string(dtype_name(header->dtype)) + " needs " +

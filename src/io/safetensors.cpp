@@ -130,7 +130,7 @@ std::vector<SafetensorsEntry> parse_safetensors_header(std::string_view text, ui
       fail(source, where + ": data_offsets end " + std::to_string(e.end) + " is beyond the " +
                        std::to_string(data_size) + "-byte data buffer; the file is truncated or the header lies");
     }
-    const int64_t n = checked_numel(e.shape, tag->size, data_size, source);
+    const int64_t n = checked_numel(e.shape, tag->size, std::numeric_limits<int64_t>::max(), std::string(source) + ": " + where);
     if (static_cast<uint64_t>(n) * tag->size != e.end - e.begin) {
       fail(source, where + ": shape " + shape_string(e.shape) + " of " + e.dtype_tag + " needs " +
                        std::to_string(static_cast<uint64_t>(n) * tag->size) + " bytes but data_offsets span " +

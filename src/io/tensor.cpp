@@ -75,7 +75,7 @@ int64_t checked_numel(std::span<const int64_t> shape, size_t elem_size, uint64_t
     if (d != 0 && n > max_elems / d) {
       throw std::invalid_argument(std::string(what) + ": shape " + shape_string(shape) + " needs more than " +
                                   std::to_string(max_bytes) +
-                                  " bytes, more than the file holds; the header is corrupt or the file truncated");
+                                  " bytes; the header is corrupt");
     }
     n *= d;
   }
