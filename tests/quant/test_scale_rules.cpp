@@ -1,0 +1,121 @@
+// Scale rules checked against independent double-precision definitions.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "nibble/quant.hpp"
+#include "random_data.hpp"
+
+using namespace nibble::quant;
+namespace fmt = nibble::fmt;
+
+namespace {
+float random_positive(std::mt19937_64& g) {
+  // log-uniform over (almost) the whole normal float range, plus some subnormals
+  std::uniform_real_distribution<double> e(-140.0, 127.0);
+  std::uniform_real_distribution<double> m(1.0, 2.0);
+  return static_cast<float>(m(g) * std::exp2(std::floor(e(g))));
+}
+}  // namespace
+
+TEST(ScaleRules, PerTensorEncodeScale) {
+  EXPECT_EQ(per_tensor_encode_scale(448.0f, 0.0f), 1.0f);
+  EXPECT_EQ(per_tensor_encode_scale(448.0f, INFINITY), 1.0f);
+  EXPECT_EQ(per_tensor_encode_scale(448.0f, NAN), 1.0f);
+  EXPECT_EQ(per_tensor_encode_scale(448.0f, 1e-45f), kFloatMax);  // quotient overflows
+  EXPECT_EQ(per_tensor_encode_scale(448.0f, 2.0f), 224.0f);
+  EXPECT_EQ(per_tensor_encode_scale(448.0f, 2.0f, 3), 28.0f);
+  std::mt19937_64 g(testdata::fresh_seed());
+  for (int i = 0; i < 20000; ++i) {
+    const float amax = random_positive(g);
+    const float s = per_tensor_encode_scale(57344.0f, amax);
+    if (std::isfinite(57344.0 / amax) && 57344.0 / amax < kFloatMax) {
+      EXPECT_EQ(s, 57344.0f / amax);
+      EXPECT_LE(fmt::decode_e5m2(fmt::encode_e5m2(amax * s)), 57344.0f);
+    }
+  }
+}
+
+TEST(ScaleRules, Fp8BlockExponentIsFloorLog2OfQuotient) {
+  std::mt19937_64 g(testdata::fresh_seed());
+  for (int i = 0; i < 50000; ++i) {
+    const float amax = random_positive(g);
+    const int k = fp8_block_scale_exponent(amax);
+    const double q = 448.0 / static_cast<double>(amax);
+    const int want = std::max(-127, std::min(127, static_cast<int>(std::floor(std::log2(q)))));
+    ASSERT_EQ(k, want) << "amax " << amax;
+    // amax * 2^k never exceeds 448 (nothing saturates) unless k is clamped
+    if (k < 127) {
+      EXPECT_LE(static_cast<double>(amax) * std::exp2(k), 448.0);
+    }
+  }
+  // Ratios that are exact powers of two, and their neighbours.
+  EXPECT_EQ(fp8_block_scale_exponent(448.0f), 0);
+  EXPECT_EQ(fp8_block_scale_exponent(std::nextafter(448.0f, 1e9f)), -1);
+  EXPECT_EQ(fp8_block_scale_exponent(224.0f), 1);
+  EXPECT_EQ(fp8_block_scale_exponent(0.0f), 0);
+  EXPECT_EQ(fp8_block_scale_exponent(NAN), 0);
+  EXPECT_EQ(fp8_block_scale_exponent(INFINITY), 0);
+}
+
+TEST(ScaleRules, MxOcpAndRoundUp) {
+  std::mt19937_64 g(testdata::fresh_seed());
+  for (ElementFormat f : {ElementFormat::e4m3, ElementFormat::e2m1}) {
+    const double fmax = element_max(f);
+    const int emax = element_emax(f);
+    for (int i = 0; i < 50000; ++i) {
+      const float amax = random_positive(g);
+      const int ocp = fmt::e8m0_exponent(mx_scale_code(amax, MxScaleRule::ocp, f));
+      const int up = fmt::e8m0_exponent(mx_scale_code(amax, MxScaleRule::round_up, f));
+      const int want_ocp = std::max(-127, static_cast<int>(std::floor(std::log2(static_cast<double>(amax)))) - emax);
+      const int want_up = std::max(-127, static_cast<int>(std::ceil(std::log2(static_cast<double>(amax) / fmax))));
+      ASSERT_EQ(ocp, want_ocp) << "amax " << amax;
+      ASSERT_EQ(up, want_up) << "amax " << amax;
+      if (up > -127) {
+        EXPECT_LE(static_cast<double>(amax), fmax * std::exp2(up));        // never clips
+        EXPECT_GT(static_cast<double>(amax), fmax * std::exp2(up - 1));   // and is the smallest such
+      }
+    }
+  }
+  // OCP can clip: amax in (448, 512) * 2^k saturates; round-up moves one binade up.
+  EXPECT_EQ(fmt::e8m0_exponent(mx_scale_code(500.0f, MxScaleRule::ocp, ElementFormat::e4m3)), 0);
+  EXPECT_EQ(fmt::e8m0_exponent(mx_scale_code(500.0f, MxScaleRule::round_up, ElementFormat::e4m3)), 1);
+  EXPECT_EQ(fmt::e8m0_exponent(mx_scale_code(6.0f, MxScaleRule::round_up, ElementFormat::e2m1)), 0);
+  EXPECT_EQ(fmt::e8m0_exponent(mx_scale_code(7.0f, MxScaleRule::round_up, ElementFormat::e2m1)), 1);
+  EXPECT_EQ(fmt::e8m0_exponent(mx_scale_code(7.0f, MxScaleRule::ocp, ElementFormat::e2m1)), 0);
+  EXPECT_EQ(mx_scale_code(0.0f, MxScaleRule::ocp, ElementFormat::e2m1), 0);
+  EXPECT_EQ(mx_scale_code(NAN, MxScaleRule::ocp, ElementFormat::e2m1), fmt::kE8M0Nan);
+  EXPECT_EQ(mx_scale_code(INFINITY, MxScaleRule::round_up, ElementFormat::e4m3), fmt::kE8M0Nan);
+}
+
+TEST(ScaleRules, Nvfp4) {
+  EXPECT_EQ(nvfp4_global_decode_scale(2688.0f), 1.0f);
+  EXPECT_EQ(nvfp4_global_decode_scale(0.0f), 1.0f);
+  EXPECT_EQ(nvfp4_global_decode_scale(NAN), 1.0f);
+  std::mt19937_64 g(testdata::fresh_seed());
+  std::uniform_real_distribution<float> frac(0.0f, 1.0f);
+  for (int i = 0; i < 20000; ++i) {
+    const float amax = std::exp2(std::uniform_real_distribution<float>(-60, 60)(g));
+    const float s = nvfp4_global_decode_scale(amax);
+    EXPECT_EQ(s, amax / 2688.0f);
+    const float amax_block = amax * frac(g);
+    const uint8_t code = nvfp4_block_scale_code(amax_block, s);
+    EXPECT_EQ(code, fmt::encode_ue4m3((amax_block / 6.0f) / s));
+    EXPECT_LE(fmt::decode_ue4m3(code), 448.0f);
+  }
+  EXPECT_EQ(nvfp4_block_scale_code(NAN, 1.0f), 0x7F);
+}
+
+TEST(Amax, PropagatesNanAndInfOrderIndependently) {
+  float v[5] = {1.0f, -3.0f, 2.0f, 0.5f, -0.25f};
+  EXPECT_EQ(amax_of(v, 5), 3.0f);
+  v[2] = -INFINITY;
+  EXPECT_EQ(amax_of(v, 5), INFINITY);
+  for (int pos = 0; pos < 5; ++pos) {
+    float w[5] = {1.0f, -INFINITY, 2.0f, 0.5f, -0.25f};
+    w[pos] = -NAN;
+    EXPECT_TRUE(std::isnan(amax_of(w, 5))) << pos;
+    EXPECT_EQ(fmt::float_bits(amax_of(w, 5)), 0x7fc00000u);  // canonical
+  }
+}
