@@ -1,0 +1,154 @@
+// The fit recovers a known law from noisy synthetic runs, extrapolates, and refuses bad input.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "huber_solver.hpp"
+#include "nibble/law/fit.hpp"
+#include "synthetic_runs.hpp"
+
+namespace nibble::law {
+namespace {
+
+std::vector<FitSolver> available_solvers() {
+  std::vector<FitSolver> s;
+  if (detail::backend_available(detail::Backend::ceres)) s.push_back(FitSolver::ceres);
+  if (detail::backend_available(detail::Backend::eigen_lm)) s.push_back(FitSolver::eigen_lm);
+  return s;
+}
+
+class FitRecovery : public ::testing::TestWithParam<FitSolver> {};
+
+TEST_P(FitRecovery, RecoversEfficienciesAndExtrapolates) {
+  std::random_device rd;
+  const auto seed = (std::uint64_t(rd()) << 32) | rd();
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0, 1);
+  // A random FP4-like scheme each time, so a fit that returns the published values by accident fails.
+  const Efficiency truth{0.55 + 0.3 * u(rng), 0.8 + 0.15 * u(rng)};
+  // A random law near the published one, so the published constants (one of the initialisations)
+  // are not the answer.
+  LawConstants law = published_constants();
+  law.alpha *= 0.9 + 0.2 * u(rng);
+  law.beta *= 0.9 + 0.2 * u(rng);
+  law.gamma *= 0.9 + 0.2 * u(rng);
+  law.E *= 0.9 + 0.2 * u(rng);
+  // Loss noise of 0.03%: the published fit's runs are averaged validation losses. With 0.1% noise the
+  // base constants still fit the runs, but 50x extrapolation drifts by ~2%.
+  auto runs = test::synthetic_runs(law, "bf16", {}, 3e-4, rng);
+  auto fp4 = test::synthetic_runs(law, "quartet", truth, 3e-4, rng);
+  runs.insert(runs.end(), fp4.begin(), fp4.end());
+
+  FitOptions o;
+  o.solver = GetParam();
+  o.bootstrap = 30;
+  o.n_starts = 32;
+  o.seed = seed;
+  const auto t0 = std::chrono::steady_clock::now();
+  const FitResult fit = fit_scaling_law(runs, o);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed << " solver " << fit.solver << " took " << seconds << " s");
+  ASSERT_EQ(fit.schemes.count("quartet"), 1u);
+  EXPECT_NEAR(fit.schemes.at("quartet").eff.eff_n, truth.eff_n, 0.04);
+  EXPECT_NEAR(fit.schemes.at("quartet").eff.eff_d, truth.eff_d, 0.04);
+  EXPECT_DOUBLE_EQ(fit.schemes.at("bf16").eff.eff_n, 1.0);
+  EXPECT_LT(fit.rms_log_residual, 1e-3);
+  EXPECT_GE(fit.bootstrap_samples, 10);
+  EXPECT_TRUE(fit.has_intervals);
+  const auto& iv = fit.schemes.at("quartet").eff_n_interval;
+  EXPECT_LE(iv.lo, iv.hi);
+  // Outside the fitted range (30M-200M parameters): 5x and 50x larger models.
+  for (auto [n, tolerance] : {std::pair{1e9, 0.01}, std::pair{1e10, 0.02}})
+    for (double ratio : {20.0, 200.0}) {
+      EXPECT_NEAR(predict_loss(fit.law, n, n * ratio), predict_loss(law, n, n * ratio),
+                  tolerance * predict_loss(law, n, n * ratio))
+          << "n " << n << " ratio " << ratio;
+      EXPECT_NEAR(predict_loss(fit.law, n, n * ratio, fit.schemes.at("quartet").eff),
+                  predict_loss(law, n, n * ratio, truth), tolerance * predict_loss(law, n, n * ratio, truth))
+          << "n " << n << " ratio " << ratio;
+    }
+  // The JSON contract round-trips.
+  const nlohmann::json j = fit_to_json(fit);
+  for (const char* k : {"A", "alpha", "B", "beta", "E", "gamma", "schemes"}) EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_TRUE(j["schemes"]["quartet"].contains("eff_n"));
+  EXPECT_TRUE(j["schemes"]["quartet"]["intervals"].contains("eff_d"));
+  const FitResult back = fit_from_json(j);
+  EXPECT_DOUBLE_EQ(back.law.alpha, fit.law.alpha);
+  EXPECT_DOUBLE_EQ(scheme_efficiency(back, "quartet").eff_d, fit.schemes.at("quartet").eff.eff_d);
+}
+
+INSTANTIATE_TEST_SUITE_P(Solvers, FitRecovery, ::testing::ValuesIn(available_solvers()));
+
+std::vector<Run> published_grid(std::mt19937_64& rng) {
+  return test::synthetic_runs(published_constants(), "bf16", {}, 1e-3, rng);
+}
+
+TEST(FitBadInput, NoBaseSchemeRunsListsSchemes) {
+  std::mt19937_64 rng(std::random_device{}());
+  auto runs = published_grid(rng);
+  FitOptions o;
+  o.base_scheme = "fp32";
+  try {
+    fit_scaling_law(runs, o);
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("bf16"), std::string::npos) << e.what();
+  }
+}
+
+TEST(FitBadInput, TooFewRunsSaysHowMany) {
+  std::mt19937_64 rng(std::random_device{}());
+  auto runs = published_grid(rng);
+  runs.resize(kMinBaseRuns - 1);
+  try {
+    fit_scaling_law(runs);
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("at least 7"), std::string::npos) << e.what();
+  }
+  auto full = published_grid(rng);
+  auto fp4 = test::synthetic_runs(published_constants(), "quartet", published_quartet_efficiency(), 1e-3, rng);
+  full.push_back(fp4[0]);
+  full.push_back(fp4[1]);
+  EXPECT_THROW(fit_scaling_law(full), std::invalid_argument);
+}
+
+TEST(FitBadInput, LossRisingWithSizeDoesNotConverge) {
+  std::mt19937_64 rng(std::random_device{}());
+  auto runs = published_grid(rng);
+  // Loss that grows with N and D is no scaling law: the fit must say so, not print constants.
+  for (auto& r : runs) r.loss = 1.0 + 1e-9 * std::sqrt(r.n) + 1e-11 * std::sqrt(r.d);
+  FitOptions o;
+  o.bootstrap = 0;
+  o.n_starts = 8;
+  for (FitSolver s : available_solvers()) {
+    o.solver = s;
+    EXPECT_THROW(fit_scaling_law(runs, o), std::runtime_error);
+  }
+}
+
+TEST(FitJson, MissingFieldNamesIt) {
+  nlohmann::json j = {{"A", 1.0}, {"alpha", 0.5}, {"B", 1.0}, {"beta", 0.5}, {"E", 1.0}};
+  try {
+    fit_from_json(j, "x.json");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("gamma"), std::string::npos) << e.what();
+  }
+  j["gamma"] = -1.0;
+  EXPECT_THROW(fit_from_json(j), std::invalid_argument);
+  j["gamma"] = 0.3;
+  EXPECT_NO_THROW(fit_from_json(j));
+  EXPECT_THROW(scheme_efficiency(fit_from_json(j), "quartet"), std::invalid_argument);
+}
+
+TEST(HuberRho, QuadraticInsideLinearOutside) {
+  EXPECT_DOUBLE_EQ(detail::huber_rho(0.5e-4, 1e-4), 0.25e-8);
+  EXPECT_DOUBLE_EQ(detail::huber_rho(-3e-4, 1e-4), 2 * 1e-4 * 3e-4 - 1e-8);
+}
+
+}  // namespace
+}  // namespace nibble::law
