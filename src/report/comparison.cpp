@@ -1,0 +1,53 @@
+// Two results side by side: the co-design loop (two GPUs, two model configs, before/after a change).
+#include "nibble/bench/aggregate.hpp"
+#include "nibble/report/render.hpp"
+#include "number_text.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace nibble::report {
+
+namespace {
+std::string label(const bench::BenchResult& r) {
+  return r.predicted ? r.gpu.name + " (PREDICTED)" : r.gpu.name;
+}
+}  // namespace
+
+std::string render_comparison(const bench::BenchResult& a, const bench::BenchResult& b) {
+  const auto sa = bench::summarize(a);
+  const auto sb = bench::summarize(b);
+  std::string out = fmt::format("A: {}  T={} layers={}  {}\nB: {}  T={} layers={}  {}\n", label(a),
+                                a.tokens, a.layers, a.command_line, label(b), b.tokens, b.layers,
+                                b.command_line);
+  if (a.predicted || b.predicted)
+    out += "!!! at least one side is PREDICTED (no measurement): compare with care\n";
+  if (a.model.value("model", nlohmann::json()) != b.model.value("model", nlohmann::json()) ||
+      a.tokens != b.tokens)
+    out += "note: the two results are for different models or batches; B/A mixes hardware and shape\n";
+  out += fmt::format("\n{:<13}{:<14}{:>12}{:>12}{:>9}{:>11}{:>11}  {}\n", "recipe", "mode", "A layer ms",
+                     "B layer ms", "B/A", "A vs bf16", "B vs bf16", "paths (A | B)");
+  std::vector<std::pair<std::string, bench::Mode>> keys;
+  for (const auto* list : {&sa, &sb})
+    for (const auto& s : *list)
+      if (std::find(keys.begin(), keys.end(), std::pair{s.recipe, s.mode}) == keys.end())
+        keys.emplace_back(s.recipe, s.mode);
+  for (const auto& [recipe, mode] : keys) {
+    const auto* x = bench::find_summary(sa, recipe, mode);
+    const auto* y = bench::find_summary(sb, recipe, mode);
+    auto path = [](const bench::RecipeSummary* s) {
+      return !s ? std::string("-") : s->path == "predicted" ? "predicted: " + s->predicted_path : s->path;
+    };
+    const double ratio = (x && y && x->layer_ms > 0) ? y->layer_ms / x->layer_ms : bench::kNaN;
+    out += fmt::format("{:<13}{:<14}{:>12}{:>12}{:>9}{:>11}{:>11}  {} | {}\n", recipe, bench::to_string(mode),
+                       x ? ms_text(x->layer_ms) : "-", y ? ms_text(y->layer_ms) : "-",
+                       std::isfinite(ratio) ? fmt::format("{:.3f}", ratio) : "-",
+                       x ? speedup_text(x->speedup_vs_bf16) : "-", y ? speedup_text(y->speedup_vs_bf16) : "-",
+                       path(x), path(y));
+  }
+  out += "(B/A < 1: B is faster)\n";
+  return out;
+}
+
+}  // namespace nibble::report

@@ -1,0 +1,44 @@
+// CSV: one row per (GEMM, recipe, mode); columns are the JSON row names so tools can join them.
+#include "nibble/report/render.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace nibble::report {
+
+namespace {
+
+// RFC 4180: quote fields holding a comma, quote or newline; double inner quotes.
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string num(double v) { return std::isfinite(v) ? fmt::format("{}", v) : ""; }
+
+}  // namespace
+
+std::string to_csv(const bench::BenchResult& r) {
+  std::string out =
+      "gpu,predicted,layer,pass,m,k,n,count,per_model,flops,recipe,mode,gemm_ms,gemm_p10_ms,"
+      "gemm_p90_ms,gemm_min_ms,gemm_max_ms,n_runs,quant_ms,total_ms,tflops,pct_of_peak,path,"
+      "predicted_path,quant_bytes,bound_ms,error\n";
+  for (const bench::Row& x : r.rows)
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                       csv_field(r.gpu.name), r.predicted ? "true" : "false", csv_field(x.layer),
+                       x.pass, x.m, x.k, x.n, x.count, x.per_model ? "true" : "false", num(x.flops),
+                       csv_field(x.recipe), bench::to_string(x.mode), num(x.gemm.median_ms),
+                       num(x.gemm.p10_ms), num(x.gemm.p90_ms), num(x.gemm.min_ms), num(x.gemm.max_ms),
+                       x.gemm.n_runs, num(x.quant_ms), num(x.total_ms), num(x.tflops),
+                       num(x.pct_of_peak), csv_field(x.path), csv_field(x.predicted_path),
+                       num(x.quant_bytes), num(x.bound_ms), csv_field(x.error));
+  return out;
+}
+
+}  // namespace nibble::report

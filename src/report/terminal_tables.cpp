@@ -1,0 +1,213 @@
+// The terminal report: fixed-width tables a user reads at a glance, then what the numbers mean.
+#include "nibble/bench/aggregate.hpp"
+#include "nibble/report/render.hpp"
+#include "number_text.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace nibble::report {
+
+using bench::BenchResult;
+using bench::Mode;
+using bench::RecipeSummary;
+using bench::Row;
+
+namespace {
+
+const Row* find_row(const BenchResult& r, const Row& shape, const std::string& recipe, Mode mode) {
+  for (const Row& x : r.rows)
+    if (x.recipe == recipe && x.mode == mode && x.layer == shape.layer && x.pass == shape.pass &&
+        x.m == shape.m && x.k == shape.k && x.n == shape.n)
+      return &x;
+  return nullptr;
+}
+
+std::string model_line(const BenchResult& r) {
+  std::string name = "model";
+  const auto& m = r.model;
+  if (m.contains("model") && m["model"].is_object()) {
+    const auto& c = m["model"];
+    auto num = [&](const char* k) { return c.contains(k) ? c[k].dump() : std::string("?"); };
+    name = fmt::format("{}: hidden {}, ffn {}, heads {}, kv_heads {}, layers {}, vocab {}",
+                       c.value("name", std::string("model")), num("hidden"), num("ffn"),
+                       num("heads"), num("kv_heads"), num("layers"), num("vocab"));
+    if (c.value("gated", false)) name += ", gated MLP";
+    if (c.value("experts", 0) > 0) name += fmt::format(", {} experts top-{}", num("experts"), num("top_k"));
+    if (c.value("tp", 1) > 1) name += fmt::format(", tp {}", num("tp"));
+  } else if (m.contains("name")) {
+    name = m["name"].is_string() ? m["name"].get<std::string>() : m["name"].dump();
+  }
+  return fmt::format("{}\nT = {} tokens per micro-batch, {} layers\n", name, r.tokens, r.layers);
+}
+
+// Per mode and pass: GEMMs down, recipes across; each cell "ms / TFLOP/s".
+std::string pass_tables(const BenchResult& r, Mode mode, const std::vector<std::string>& recipes) {
+  std::string out;
+  constexpr int kShape = 34, kCell = 17;
+  for (const char* pass : {"fprop", "dgrad", "wgrad"}) {
+    std::vector<const Row*> shapes;
+    for (const Row& x : r.rows)
+      if (x.mode == mode && x.pass == pass &&
+          std::none_of(shapes.begin(), shapes.end(), [&](const Row* s) {
+            return s->layer == x.layer && s->m == x.m && s->k == x.k && s->n == x.n;
+          }))
+        shapes.push_back(&x);
+    if (shapes.empty()) continue;
+    out += fmt::format("\n{} [{}]  ms per call / TFLOP/s\n", pass, bench::to_string(mode));
+    out += fmt::format("{:<{}}", "GEMM (M x K x N, count)", kShape);
+    for (const auto& rc : recipes) out += fmt::format("{:>{}}", rc, kCell);
+    out += "\n";
+    for (const Row* s : shapes) {
+      std::string label = fmt::format("{} {}x{}x{}", s->layer, s->m, s->k, s->n);
+      if (s->count > 1) label += fmt::format(" x{}", s->count);
+      out += fmt::format("{:<{}}", label, kShape);
+      for (const auto& rc : recipes) {
+        const Row* x = find_row(r, *s, rc, mode);
+        std::string cell = !x ? "" : !x->ok() ? "FAILED" : ms_text(x->total_ms) + " / " + tflops_text(x->tflops);
+        out += fmt::format("{:>{}}", cell, kCell);
+      }
+      out += "\n";
+    }
+  }
+  return out;
+}
+
+std::string summary_table(const std::vector<RecipeSummary>& sums, const BenchResult& r) {
+  std::string out = fmt::format(
+      "\nper layer (ms; quantization included in autocast modes)   baseline: {}\n", r.baseline_recipe);
+  out += fmt::format("{:<13}{:<14}{:>9}{:>9}{:>9}{:>9}{:>10}{:>10}{:>8}{:>9}{:>10}{:>9}  {}\n", "recipe",
+                     "mode", "fprop", "dgrad", "wgrad", "quant", "layer", "model", "TFLOP/s",
+                     "vs bf16", "vs base", "bound", "path");
+  for (const RecipeSummary& s : sums) {
+    std::string path = s.path == "predicted" ? "predicted: " + s.predicted_path : s.path;
+    if (s.mixed_paths) path += " (mixed)";
+    if (s.failed_rows) path += fmt::format("  [{} rows FAILED]", s.failed_rows);
+    out += fmt::format("{:<13}{:<14}{:>9}{:>9}{:>9}{:>9}{:>10}{:>10}{:>8}{:>9}{:>10}{:>9}  {}\n",
+                       s.recipe, bench::to_string(s.mode), ms_text(s.ms.fprop_ms),
+                       ms_text(s.ms.dgrad_ms), ms_text(s.ms.wgrad_ms), ms_text(s.quant.total_ms()),
+                       ms_text(s.layer_ms), ms_text(s.model_ms), tflops_text(s.layer_tflops),
+                       speedup_text(s.speedup_vs_bf16), speedup_text(s.speedup_vs_baseline),
+                       ms_text(s.bound_layer_ms), path);
+  }
+  out += fmt::format("(model = layer x {} layers + once-per-model GEMMs; bound = pre-quantized GEMM "
+                     "+ quantization bytes / copy bandwidth)\n", r.layers);
+  return out;
+}
+
+std::string overhead_and_asymmetry(const std::vector<RecipeSummary>& sums, const BenchResult& r) {
+  std::string out;
+  bool any = std::any_of(sums.begin(), sums.end(), [](const auto& s) { return std::isfinite(s.quant_overhead_ms); });
+  if (any) {
+    out += "\nquantization overhead per layer (autocast minus pre-quantized)\n";
+    for (const auto& s : sums)
+      if (std::isfinite(s.quant_overhead_ms)) {
+        const auto* pre = bench::find_summary(sums, s.recipe, Mode::pre_quantized);
+        out += fmt::format("  {:<13}{:<10}{:>9} ms  ({:+.0f}% of the GEMM time)\n", s.recipe,
+                           bench::to_string(s.mode), ms_text(s.quant_overhead_ms),
+                           100.0 * s.quant_overhead_ms / pre->layer_ms);
+      }
+  }
+  auto asym = bench::fprop_dgrad_asymmetry(r);
+  if (!asym.empty()) {
+    out += "\nfprop vs dgrad per shape (dgrad / fprop time; 1.00 = same cost)\n";
+    for (const auto& a : asym)
+      out += fmt::format("  {:<13}{:<13}{:<14}fprop {:>8} ms  dgrad {:>8} ms  {:>6}\n", a.layer,
+                         a.recipe, bench::to_string(a.mode), ms_text(a.fprop_ms), ms_text(a.dgrad_ms),
+                         std::isfinite(a.dgrad_over_fprop) ? fmt::format("{:.2f}", a.dgrad_over_fprop) : "-");
+  }
+  if (!r.memory.empty()) {
+    out += "\nmemory per recipe (one layer)\n";
+    out += fmt::format("  {:<13}{:>14}{:>18}{:>14}\n", "recipe", "operands", "saved for bwd", "peak");
+    for (const auto& m : r.memory)
+      out += fmt::format("  {:<13}{:>14}{:>18}{:>14}\n", m.recipe, bytes_text(double(m.operand_bytes)),
+                         bytes_text(double(m.saved_bytes)), bytes_text(double(m.peak_bytes)));
+  }
+  return out;
+}
+
+// What the numbers mean, in words.
+std::string interpretation(const std::vector<RecipeSummary>& sums) {
+  std::string out = "\nwhat this means\n";
+  const RecipeSummary* best = nullptr;
+  for (const auto& s : sums)
+    if (s.recipe != "bf16" && std::isfinite(s.speedup_vs_bf16) && bench::is_autocast(s.mode) &&
+        (!best || s.speedup_vs_bf16 > best->speedup_vs_bf16))
+      best = &s;
+  if (!best)
+    for (const auto& s : sums)
+      if (s.recipe != "bf16" && std::isfinite(s.speedup_vs_bf16) && (!best || s.speedup_vs_bf16 > best->speedup_vs_bf16))
+        best = &s;
+  if (best) {
+    out += fmt::format("  fastest: {} ({}), GEMM speedup {:.2f}x over bf16: if your end-to-end speedup "
+                       "is much lower, non-GEMM work is eating the gain.\n",
+                       best->recipe, bench::to_string(best->mode), best->speedup_vs_bf16);
+    if (std::isfinite(best->forward_speedup_vs_bf16) && std::isfinite(best->backward_speedup_vs_bf16))
+      out += fmt::format("  its forward speedup {:.2f}x and backward speedup {:.2f}x give a training "
+                         "speedup of {:.2f}x on the GEMMs (SPEC 7: 1/(1/(3 fw) + 2/(3 bw))).\n",
+                         best->forward_speedup_vs_bf16, best->backward_speedup_vs_bf16,
+                         bench::training_speedup(best->forward_speedup_vs_bf16, best->backward_speedup_vs_bf16));
+  }
+  for (const auto& s : sums) {
+    if (s.recipe == "bf16") continue;
+    if (std::isfinite(s.speedup_vs_bf16) && s.speedup_vs_bf16 < 1.0)
+      out += fmt::format("  {} ({}) is SLOWER than bf16 ({:.2f}x): {}\n", s.recipe, bench::to_string(s.mode),
+                         s.speedup_vs_bf16,
+                         bench::is_autocast(s.mode) ? "its quantization costs more than the GEMM saves"
+                                                    : "this GPU has no fast path for it");
+    if (std::isfinite(s.bound_layer_ms) && bench::is_autocast(s.mode) && s.layer_ms > 1.05 * s.bound_layer_ms)
+      out += fmt::format("  {} ({}) is {:.0f}% above its bandwidth bound: the quantization kernels are "
+                         "not reaching copy bandwidth.\n",
+                         s.recipe, bench::to_string(s.mode), 100.0 * (s.layer_ms / s.bound_layer_ms - 1));
+    if (s.path != "native" && !(s.path == "predicted" && s.predicted_path == "native"))
+      out += fmt::format("  {} does not run natively here ({}): its time is an emulation's, not the "
+                         "format's.\n", s.recipe, s.path == "predicted" ? s.predicted_path : s.path);
+  }
+  for (const auto& s : sums)
+    if (s.failed_rows)
+      out += fmt::format("  {} ({}): {} GEMMs failed (see the rows); its sums leave them out and its "
+                         "speedups are not shown.\n", s.recipe, bench::to_string(s.mode), s.failed_rows);
+  return out;
+}
+
+}  // namespace
+
+std::string predicted_banner(const BenchResult& r) {
+  return fmt::format("PREDICTED for {} (no measurement)", r.gpu.name);
+}
+
+std::string render_terminal(const BenchResult& r) {
+  std::string out;
+  const std::string rule(100, r.predicted ? '!' : '=');
+  if (r.predicted) out += fmt::format("{}\n!!! {}: every time below comes from the performance model\n{}\n",
+                                      rule, predicted_banner(r), rule);
+  const auto& g = r.gpu;
+  out += fmt::format("nibble bench on {}", g.name);
+  if (g.sm_count) out += fmt::format(", {} SMs", g.sm_count);
+  if (g.sm_clock_mhz > 0) out += fmt::format(", {:.0f} MHz", g.sm_clock_mhz);
+  if (!g.driver_version.empty()) out += fmt::format(", driver {}", g.driver_version);
+  if (!g.cuda_version.empty()) out += fmt::format(", CUDA {}", g.cuda_version);
+  if (!g.cublaslt_version.empty()) out += fmt::format(", cuBLASLt {}", g.cublaslt_version);
+  out += "\n";
+  if (!r.date.empty()) out += fmt::format("{}  {}\n", r.date, r.command_line);
+  out += model_line(r);
+  if (r.copy_bandwidth_gbs > 0)
+    out += fmt::format("copy bandwidth {} {:.2f} TB/s\n", r.predicted ? "assumed" : "measured",
+                       r.copy_bandwidth_gbs / 1000);
+  const auto recipes = bench::recipes_in(r);
+  for (Mode mode : bench::modes_in(r)) out += pass_tables(r, mode, recipes);
+  const auto sums = bench::summarize(r);
+  out += summary_table(sums, r);
+  out += overhead_and_asymmetry(sums, r);
+  out += interpretation(sums);
+  for (const Row& x : r.rows)
+    if (!x.ok())
+      out += fmt::format("  FAILED {} {} {} ({}): {}\n", x.layer, x.pass, x.recipe, bench::to_string(x.mode), x.error);
+  for (const auto& n : r.notes) out += "note: " + n + "\n";
+  if (r.predicted) out += fmt::format("{}\n!!! {}\n{}\n", rule, predicted_banner(r), rule);
+  return out;
+}
+
+}  // namespace nibble::report

@@ -1,0 +1,109 @@
+// Renderings: terminal, CSV schema, self-contained HTML, comparison.
+#include "bench/handmade_result.hpp"
+#include "nibble/bench/aggregate.hpp"
+#include "nibble/report.hpp"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+namespace nibble::report {
+namespace {
+
+using bench::BenchResult;
+using bench::Mode;
+
+BenchResult sample() {
+  std::mt19937_64 rng(std::random_device{}());
+  return bench::testing::handmade_result(rng);
+}
+
+bool has(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+
+TEST(Terminal, ShowsTablesTotalsAndPaths) {
+  BenchResult r = sample();
+  const std::string t = render_terminal(r);
+  for (const char* s : {"fprop [pre-quantized]", "dgrad [step]", "wgrad [step]", "bf16", "fp8-delayed",
+                        "quartet", "emulated-exact (fp8)", "vs bf16", "quantization overhead",
+                        "fprop vs dgrad", "memory per recipe", "non-GEMM work is eating the gain",
+                        "T = 1024 tokens"})
+    EXPECT_TRUE(has(t, s)) << s << "\n" << t;
+  EXPECT_FALSE(has(t, "PREDICTED"));
+  const auto sums = bench::summarize(r);
+  const auto* q = bench::find_summary(sums, "quartet", Mode::step);
+  EXPECT_TRUE(has(t, fmt::format("{:.2f}x", q->speedup_vs_bf16))) << t;
+}
+
+TEST(Terminal, PredictedBannerAndFailedRows) {
+  BenchResult r = sample();
+  r.predicted = true;
+  r.gpu.name = "B200";
+  for (auto& x : r.rows) {
+    x.predicted_path = x.path;
+    x.path = "predicted";
+  }
+  r.rows[2].error = "out of memory: 12 GiB needed";
+  const std::string t = render_terminal(r);
+  EXPECT_TRUE(has(t, "PREDICTED for B200 (no measurement)"));
+  EXPECT_TRUE(has(t, "out of memory: 12 GiB needed"));
+  EXPECT_TRUE(has(t, "FAILED"));
+}
+
+TEST(Csv, HeaderIsTheSchemaAndOneLinePerRow) {
+  BenchResult r = sample();
+  r.rows[1].error = "cuBLASLt: no algorithm, \"heuristic\" empty";
+  const std::string csv = to_csv(r);
+  std::istringstream in(csv);
+  std::string header, line;
+  std::getline(in, header);
+  EXPECT_EQ(header,
+            "gpu,predicted,layer,pass,m,k,n,count,per_model,flops,recipe,mode,gemm_ms,gemm_p10_ms,"
+            "gemm_p90_ms,gemm_min_ms,gemm_max_ms,n_runs,quant_ms,total_ms,tflops,pct_of_peak,path,"
+            "predicted_path,quant_bytes,bound_ms,error");
+  size_t lines = 0;
+  while (std::getline(in, line)) ++lines;
+  EXPECT_EQ(lines, r.rows.size());
+  EXPECT_TRUE(has(csv, "\"cuBLASLt: no algorithm, \"\"heuristic\"\" empty\""));
+  EXPECT_TRUE(has(csv, ",step,"));
+  EXPECT_TRUE(has(csv, ",pre-quantized,"));
+}
+
+TEST(Html, SelfContainedWithCharts) {
+  BenchResult r = sample();
+  r.notes.push_back("a <script>alert(1)</script> note");
+  const std::string h = to_html(r);
+  EXPECT_FALSE(has(h, "http://"));
+  EXPECT_FALSE(has(h, "https://"));
+  EXPECT_FALSE(has(h, "<script"));
+  EXPECT_FALSE(has(h, " src="));
+  EXPECT_FALSE(has(h, "<link"));
+  EXPECT_TRUE(has(h, "&lt;script&gt;"));
+  size_t svgs = 0;
+  for (size_t p = h.find("<svg"); p != std::string::npos; p = h.find("<svg", p + 1)) ++svgs;
+  EXPECT_EQ(svgs, 3u);  // stacked time, speedups, TFLOP/s per shape
+  EXPECT_TRUE(has(h, "Speedup over bf16"));
+  EXPECT_TRUE(has(h, "wgrad quant"));
+  EXPECT_TRUE(has(h, "</html>"));
+  EXPECT_FALSE(has(h, "PREDICTED"));
+  r.predicted = true;
+  EXPECT_TRUE(has(to_html(r), "PREDICTED for NVIDIA H200 (no measurement)"));
+}
+
+TEST(Compare, SideBySideRatios) {
+  BenchResult a = sample();
+  BenchResult b = sample();
+  b.gpu.name = "B200";
+  b.predicted = true;
+  const std::string c = render_comparison(a, b);
+  const auto sa = bench::summarize(a);
+  const auto sb = bench::summarize(b);
+  const auto* x = bench::find_summary(sa, "quartet", Mode::step);
+  const auto* y = bench::find_summary(sb, "quartet", Mode::step);
+  EXPECT_TRUE(has(c, fmt::format("{:.3f}", y->layer_ms / x->layer_ms))) << c;
+  EXPECT_TRUE(has(c, "PREDICTED"));
+  EXPECT_TRUE(has(c, "B200"));
+}
+
+}  // namespace
+}  // namespace nibble::report
