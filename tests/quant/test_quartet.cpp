@@ -79,7 +79,7 @@ TEST(Quest, ForwardRoundTripWithRotation) {
       err += (back[i] - x[i]) * double(back[i] - x[i]);
       ref += double(x[i]) * x[i];
     }
-    EXPECT_LT(err / ref, 0.03) << "hadamard " << h;  // E2M1 with QuEST: about 1% relative MSE
+    EXPECT_LT(err / ref, 0.08) << "hadamard " << h;  // QuEST clips at 6 * 2^floor(log2(0.487 sigma)): 1.5-2.9 sigma
   }
 }
 

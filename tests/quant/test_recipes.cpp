@@ -1,0 +1,162 @@
+// Every recipe through the one entry point: per-role formats and layouts, range, round-trip error,
+// names and bad input.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "nibble/quant.hpp"
+#include "random_data.hpp"
+
+using namespace nibble::quant;
+namespace fmt = nibble::fmt;
+
+namespace {
+double rel_mse(const std::vector<float>& a, const std::vector<float>& b) {
+  double e = 0, r = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    e += double(a[i] - b[i]) * (a[i] - b[i]);
+    r += double(b[i]) * b[i];
+  }
+  return e / r;
+}
+}  // namespace
+
+TEST(Recipes, NamesRoundTripAndUnknownNamesListValidOnes) {
+  for (Recipe r : kAllRecipes) EXPECT_EQ(parse_recipe(recipe_name(r)), r);
+  try {
+    parse_recipe("fp4");
+    FAIL() << "expected a throw";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("fp4"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find(kRecipeNameList), std::string::npos);
+  }
+  EXPECT_EQ(parse_role("dy"), Role::dy);
+  EXPECT_THROW(parse_role("grad"), std::invalid_argument);
+}
+
+TEST(Recipes, PerRoleFormatsAndLayouts) {
+  const int64_t rows = 128, cols = 256;
+  const std::vector<float> x = testdata::gaussian(rows, cols, testdata::fresh_seed());
+  auto q = [&](Recipe r, Role role) { return quantize(r, x.data(), rows, cols, QuantOptions{.role = role}); };
+  EXPECT_EQ(q(Recipe::fp8_current, Role::x).element, ElementFormat::e4m3);
+  EXPECT_EQ(q(Recipe::fp8_current, Role::w).element, ElementFormat::e4m3);
+  EXPECT_EQ(q(Recipe::fp8_current, Role::dy).element, ElementFormat::e5m2);
+  EXPECT_EQ(q(Recipe::fp8_delayed, Role::dy).element, ElementFormat::e5m2);
+  EXPECT_EQ(q(Recipe::fp8_block, Role::x).block_rows, 1);
+  EXPECT_EQ(q(Recipe::fp8_block, Role::w).block_rows, 128);
+  EXPECT_EQ(q(Recipe::fp8_block, Role::dy).block_cols, 128);
+  EXPECT_EQ(q(Recipe::mxfp8, Role::x).scale_format, ScaleFormat::e8m0);
+  EXPECT_EQ(q(Recipe::nvfp4, Role::w).block_rows, 16);
+  EXPECT_EQ(q(Recipe::nvfp4, Role::x).block_rows, 1);
+  EXPECT_TRUE(q(Recipe::nvfp4, Role::dy).stochastic);
+  EXPECT_FALSE(q(Recipe::nvfp4, Role::x).stochastic);
+  EXPECT_EQ(q(Recipe::nvfp4, Role::x).rotation.size, 0) << "plain nvfp4 activations are not rotated";
+  EXPECT_TRUE(q(Recipe::quartet, Role::x).has_mask());
+  EXPECT_EQ(q(Recipe::quartet, Role::dy).prescale, 0.75f);
+  EXPECT_EQ(q(Recipe::quartet, Role::dy).rotation.signs, SignKind::seeded);
+  EXPECT_EQ(q(Recipe::mxfp4, Role::x).codes.size(), static_cast<size_t>(rows * cols / 2));
+  EXPECT_NE(q(Recipe::mxfp4, Role::w).produced_by.find("mxfp4"), std::string::npos);
+}
+
+TEST(Recipes, RoundTripErrorIsWhatEachFormatAllows) {
+  const int64_t rows = 128, cols = 512;
+  const std::vector<float> x = testdata::gaussian(rows, cols, testdata::fresh_seed());
+  const struct { Recipe r; double bound; } cases[] = {
+      {Recipe::bf16, 1e-5},        {Recipe::fp8_current, 5e-3}, {Recipe::fp8_delayed, 5e-3},
+      {Recipe::fp8_block, 1e-3},   {Recipe::mxfp8, 1e-3},       {Recipe::nvfp4, 2e-2},
+      {Recipe::mxfp4, 5e-2},       {Recipe::quartet, 8e-2}};
+  for (const auto& c : cases) {
+    for (Role role : {Role::x, Role::w, Role::dy}) {
+      const std::vector<float> back = quantize_dequantize(c.r, x.data(), rows, cols, QuantOptions{.role = role});
+      const double e = rel_mse(back, x);
+      EXPECT_LT(e, c.bound) << recipe_name(c.r) << " role " << role_name(role);
+      EXPECT_GT(e, 0.0) << recipe_name(c.r);
+    }
+  }
+}
+
+TEST(Recipes, NothingExceedsTheFormatRange) {
+  const int64_t rows = 128, cols = 256;
+  const std::vector<float> x = testdata::with_outliers(rows, cols, testdata::fresh_seed());
+  for (Recipe r : kAllRecipes) {
+    for (Role role : {Role::x, Role::w, Role::dy}) {
+      const QuantizedTensor q = quantize(r, x.data(), rows, cols, QuantOptions{.role = role});
+      if (q.element == ElementFormat::bf16) continue;
+      const float fmax = element_max(q.element);
+      for (int64_t i = 0; i < rows; ++i) {
+        for (int64_t j = 0; j < cols; ++j) {
+          const float d = decode_element(q.element, q.code_at(i, j));
+          ASSERT_TRUE(std::isfinite(d));
+          ASSERT_LE(std::fabs(d), fmax);
+          // block scales are finite and non-negative (nvfp4 flushes a block whose amax is below the
+          // UE4M3 range relative to the global scale: scale code 0)
+          const float s = q.block_scale_at(i, j);
+          ASSERT_TRUE(std::isfinite(s) && (s > 0 || (s == 0 && r == Recipe::nvfp4))) << recipe_name(r) << " role " << role_name(role) << " scale " << s;
+        }
+      }
+    }
+  }
+}
+
+TEST(Recipes, RoundUpMxRuleNeverClipsOcpMay) {
+  // A block whose amax is 500 * 2^k: OCP saturates it to 448 * 2^k, round-up keeps it.
+  std::vector<float> x(32);
+  for (int i = 0; i < 32; ++i) x[i] = 0.37f * (i - 15);
+  x[7] = 500.0f;
+  const QuantizedTensor ocp = quantize_mx(x.data(), 1, 32, ElementFormat::e4m3, MxScaleRule::ocp);
+  const QuantizedTensor up = quantize_mx(x.data(), 1, 32, ElementFormat::e4m3, MxScaleRule::round_up);
+  EXPECT_EQ(ocp.value_at(0, 7), 448.0f);
+  EXPECT_EQ(up.value_at(0, 7), 512.0f);  // nearest E4M3 at scale 2: 256 * 2 (step 32 in [256, 448])
+}
+
+TEST(Recipes, DelayedScalingUsesHistoryThenRecords) {
+  const int64_t rows = 4, cols = 64;
+  std::vector<float> x = testdata::gaussian(rows, cols, testdata::fresh_seed(), 0.0f);
+  AmaxHistory h(3, 1);
+  QuantOptions o;
+  o.history = &h;
+  QuantizedTensor q0 = quantize(Recipe::fp8_delayed, x.data(), rows, cols, o);
+  EXPECT_EQ(q0.tensor_scale, 1.0f) << "empty history -> scale 1";
+  EXPECT_EQ(h.size(), 1);
+  EXPECT_EQ(h.max(), amax_of(x.data(), rows * cols));
+  QuantizedTensor q1 = quantize(Recipe::fp8_delayed, x.data(), rows, cols, o);
+  EXPECT_EQ(q1.tensor_scale, 1.0f / ((448.0f * 0.5f) / amax_of(x.data(), rows * cols)));
+  for (float m : {100.0f, 1.0f, 2.0f, 3.0f}) h.record(m);  // window 3 drops the 100
+  EXPECT_EQ(h.max(), 3.0f);
+  h.record(NAN);
+  EXPECT_EQ(h.max(), 3.0f);
+  EXPECT_THROW(AmaxHistory(0), std::invalid_argument);
+  // One-shot: history seeded with the tensor's own amax == current scaling.
+  const QuantizedTensor once = quantize(Recipe::fp8_delayed, x.data(), rows, cols);
+  const QuantizedTensor cur = quantize(Recipe::fp8_current, x.data(), rows, cols);
+  EXPECT_EQ(once.codes, cur.codes);
+  EXPECT_EQ(once.tensor_scale, cur.tensor_scale);
+}
+
+TEST(Recipes, BadInputNamesTheFieldAndTheFix) {
+  std::vector<float> x(300 * 200, 0.5f);
+  try {
+    quantize(Recipe::fp8_block, x.data(), 300, 200);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("cols 200"), std::string::npos) << m;
+    EXPECT_NE(m.find("128"), std::string::npos) << m;
+  }
+  try {
+    quantize(Recipe::fp8_block, x.data(), 200, 256, QuantOptions{.role = Role::w});
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("rows 200"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(quantize(Recipe::mxfp4, x.data(), 1, 48), std::invalid_argument);
+  EXPECT_THROW(quantize(Recipe::nvfp4, x.data(), 8, 32, QuantOptions{.role = Role::w}), std::invalid_argument);
+  EXPECT_THROW(quantize(Recipe::quartet, x.data(), 1, 96, QuantOptions{.hadamard_size = 64}), std::invalid_argument);
+  EXPECT_THROW(quantize(Recipe::quartet, x.data(), 1, 96, QuantOptions{.hadamard_size = 24}), std::invalid_argument);
+  EXPECT_THROW(quantize(Recipe::mxfp8, nullptr, 1, 32), std::invalid_argument);
+  EXPECT_THROW(quantize(Recipe::mxfp8, x.data(), 0, 32), std::invalid_argument);
+  EXPECT_THROW(quantize(Recipe::fp8_block, x.data(), 1, 128, QuantOptions{.rounding = Rounding::stochastic}),
+               std::invalid_argument);
+}
