@@ -1,0 +1,169 @@
+// fp8-block: E4M3 with power-of-two FP32 scales per 1x128 block (X, dY: row-wise and column-wise
+// copies) or per 128x128 block (W). One 128x128 tile per thread block, so every 1x128 block of
+// either orientation and every 128x128 block lies inside one tile: the input is read once.
+#include "fp8_preconditions.hpp"
+#include "fp8_tile_128x128.cuh"
+#include "nibble/cuda/check.hpp"
+#include "nibble/cuda/fp8_hw_convert_math.hpp"
+#include "nibble/cuda/quantize_fp8.hpp"
+#include "nibble/cuda/scale_layout.hpp"
+#include "nibble/quant/scale_rules.hpp"
+
+namespace nibble::cuda {
+namespace {
+
+using quant::ElementFormat;
+namespace tile = fp8_tile;
+namespace sl = scale_layout;
+
+enum class Granularity { vec1x128, blk128x128 };
+
+struct BlockScales {
+  float* rowwise;
+  float* colwise;
+  BlockScaleLayout layout;
+};
+
+struct Pow2Scale {
+  float enc;  // 2^k
+  float dec;  // 2^-k, the stored FP32 scale
+};
+__device__ __forceinline__ Pow2Scale block_scale(uint32_t amax_bits) {
+  const int k = quant::fp8_block_scale_exponent(quant::amax_from_bits(amax_bits), fmt::kE4M3Max);
+  return {fmt::pow2f(k), fmt::pow2f(-k)};
+}
+
+template <Granularity G, bool kSr>
+__global__ void __launch_bounds__(tile::kThreads)
+    quantize_fp8_block_kernel(const uint16_t* __restrict__ x, int64_t rows, int64_t cols, Fp8Copies out,
+                              BlockScales sc, quant::SrKey sr) {
+  __shared__ tile::Smem s;
+  __shared__ uint32_t tile_amax;
+  constexpr ElementFormat F = ElementFormat::e4m3;
+  const int64_t tr = blockIdx.y, tc = blockIdx.x;
+  const int64_t row0 = tr * tile::kTile, col0 = tc * tile::kTile;
+  const int64_t row_blocks = (cols + tile::kTile - 1) / tile::kTile;  // blocks along a row
+  const int64_t col_blocks = (rows + tile::kTile - 1) / tile::kTile;  // blocks along a column
+  const bool cublaslt = sc.layout == BlockScaleLayout::cublaslt;
+
+  uint4 v[tile::kRowsPerThread][2];
+  tile::load_rows(x, rows, cols, row0, col0, v);
+  const tile::RowPhase rp = tile::row_phase();
+  const int64_t c = col0 + tile::kColsPerThread * rp.chunk;
+  float f[tile::kRowsPerThread][16];
+  uint32_t am[tile::kRowsPerThread];
+#pragma unroll
+  for (int k = 0; k < tile::kRowsPerThread; ++k) {
+    tile::unpack16(v[k], f[k]);
+    am[k] = 0;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) am[k] = max(am[k], tile::abs_bits(f[k][i]));
+  }
+  if constexpr (G == Granularity::blk128x128) {
+    uint32_t m = am[0];
+#pragma unroll
+    for (int k = 1; k < tile::kRowsPerThread; ++k) m = max(m, am[k]);
+    m = tile::block_max(s, m);
+    if (threadIdx.x == 0) {
+      tile_amax = m;
+      const float dec = block_scale(m).dec;
+      if (sc.rowwise != nullptr) sc.rowwise[cublaslt ? sl::blk128_index(cols, row0, col0) : tr * row_blocks + tc] = dec;
+      if (sc.colwise != nullptr) sc.colwise[cublaslt ? sl::blk128_index(rows, col0, row0) : tc * col_blocks + tr] = dec;
+    }
+    __syncthreads();
+  }
+  const Pow2Scale whole = G == Granularity::blk128x128 ? block_scale(tile_amax) : Pow2Scale{1.0f, 1.0f};
+
+  // Row-wise copy: a 1x128 block is one tile row = 8 consecutive lanes.
+#pragma unroll
+  for (int k = 0; k < tile::kRowsPerThread; ++k) {
+    Pow2Scale ps = whole;
+    const int64_t r = row0 + rp.r0 + 32 * k;
+    if constexpr (G == Granularity::vec1x128) {
+      ps = block_scale(tile::group_max<3>(am[k]));
+      if (rp.chunk == 0 && sc.rowwise != nullptr && r < rows) {
+        sc.rowwise[cublaslt ? sl::vec128_index(rows, r, col0) : r * row_blocks + tc] = ps.dec;
+      }
+    }
+    if (out.rowwise != nullptr && r < rows && c < cols) {
+      *reinterpret_cast<uint4*>(out.rowwise + r * cols + c) = encode16_scaled<F, kSr>(f[k], ps.enc, sr, r * cols + c);
+    }
+  }
+  if (out.colwise == nullptr) return;
+
+  // Column-wise copy: a block is one tile column; the two row halves meet in shared memory.
+  tile::park_rows(s, v);
+  __syncthreads();
+  const tile::ColPhase cp = tile::col_phase();
+  float g[tile::kColRows];
+  tile::read_column(s, g);
+  const int64_t col = col0 + cp.col;
+  Pow2Scale ps = whole;
+  if constexpr (G == Granularity::vec1x128) {
+    uint32_t m = 0;
+#pragma unroll
+    for (int i = 0; i < tile::kColRows; ++i) m = max(m, tile::abs_bits(g[i]));
+    s.part[cp.half][cp.col] = __uint_as_float(m);
+    __syncthreads();
+    ps = block_scale(max(__float_as_uint(s.part[0][cp.col]), __float_as_uint(s.part[1][cp.col])));
+    if (cp.half == 0 && sc.colwise != nullptr && col < cols) {
+      sc.colwise[cublaslt ? sl::vec128_index(cols, col, row0) : col * col_blocks + tr] = ps.dec;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < tile::kColRows / 16; ++j) {
+    const int64_t r = row0 + tile::kColRows * cp.half + 16 * j;
+    float h[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) h[i] = g[16 * j + i];
+    if (col < cols && r < rows) {
+      *reinterpret_cast<uint4*>(out.colwise + col * rows + r) = encode16_scaled<F, kSr>(h, ps.enc, sr, col * rows + r);
+    }
+  }
+}
+
+template <Granularity G>
+const char* launch_block(const char* fn, const uint16_t* x, int64_t rows, int64_t cols, Fp8Copies out,
+                         BlockScales sc, const quant::SrKey& sr, cudaStream_t stream) {
+  fp8_check::positive_shape(fn, rows, cols);
+  fp8_check::not_null(fn, "x", x);
+  fp8_check::multiple_of(fn, "cols", cols, 16, "16-byte row-wise loads and stores");
+  fp8_check::multiple_of(fn, "rows", rows, 16, "16-byte column-wise stores");
+  fp8_check::aligned16(fn, "x", x);
+  fp8_check::aligned16(fn, "out.rowwise", out.rowwise);
+  fp8_check::aligned16(fn, "out.colwise", out.colwise);
+  if (out.rowwise != nullptr) fp8_check::not_null(fn, "scale_inv_rowwise (needed with out.rowwise)", sc.rowwise);
+  if (out.colwise != nullptr) fp8_check::not_null(fn, "scale_inv_colwise (needed with out.colwise)", sc.colwise);
+  if (out.rowwise == nullptr && out.colwise == nullptr) {
+    throw std::invalid_argument(std::string(fn) + ": out.rowwise and out.colwise are both null; nothing to do");
+  }
+  const dim3 grid(static_cast<unsigned>((cols + tile::kTile - 1) / tile::kTile),
+                  static_cast<unsigned>((rows + tile::kTile - 1) / tile::kTile));
+  if (grid.y > 65535) throw std::invalid_argument(std::string(fn) + ": rows too large for one launch; split along rows");
+  if (sr.enabled) {
+    quantize_fp8_block_kernel<G, true><<<grid, tile::kThreads, 0, stream>>>(x, rows, cols, out, sc, sr);
+  } else {
+    quantize_fp8_block_kernel<G, false><<<grid, tile::kThreads, 0, stream>>>(x, rows, cols, out, sc, sr);
+  }
+  NIBBLE_CHECK_LAUNCH();
+  return G == Granularity::vec1x128 ? "fp8-block 1x128 (row-wise + column-wise, one pass, 128x128 tiles)"
+                                    : "fp8-block 128x128 (row-wise + column-wise, one pass)";
+}
+
+}  // namespace
+
+const char* quantize_fp8_block_1x128(const uint16_t* x, int64_t rows, int64_t cols, Fp8Copies out,
+                                     float* scale_inv_rowwise, float* scale_inv_colwise, BlockScaleLayout layout,
+                                     const quant::SrKey& sr, cudaStream_t stream) {
+  return launch_block<Granularity::vec1x128>("quantize_fp8_block_1x128", x, rows, cols, out,
+                                             BlockScales{scale_inv_rowwise, scale_inv_colwise, layout}, sr, stream);
+}
+
+const char* quantize_fp8_block_128x128(const uint16_t* x, int64_t rows, int64_t cols, Fp8Copies out,
+                                       float* scale_inv_rowwise, float* scale_inv_colwise, BlockScaleLayout layout,
+                                       const quant::SrKey& sr, cudaStream_t stream) {
+  return launch_block<Granularity::blk128x128>("quantize_fp8_block_128x128", x, rows, cols, out,
+                                               BlockScales{scale_inv_rowwise, scale_inv_colwise, layout}, sr, stream);
+}
+
+}  // namespace nibble::cuda

@@ -1,0 +1,133 @@
+// mxfp8: E4M3 elements with one E8M0 scale per 32 elements, row-wise (1x32) and column-wise (32x1,
+// i.e. 1x32 along the transposed tensor) copies from one read of the input. OCP and round-up scale
+// rules are quant::mx_scale_code's.
+#include "fp8_preconditions.hpp"
+#include "fp8_tile_128x128.cuh"
+#include "nibble/cuda/check.hpp"
+#include "nibble/cuda/fp8_hw_convert_math.hpp"
+#include "nibble/cuda/quantize_fp8.hpp"
+#include "nibble/cuda/scale_layout.hpp"
+#include "nibble/quant/scale_rules.hpp"
+
+namespace nibble::cuda {
+namespace {
+
+using quant::ElementFormat;
+namespace tile = fp8_tile;
+namespace sl = scale_layout;
+constexpr ElementFormat kF = ElementFormat::e4m3;
+constexpr int kMxBlock = 32;
+
+struct MxScales {
+  uint8_t* rowwise;
+  uint8_t* colwise;
+  MxScaleLayout layout;
+  quant::MxScaleRule rule;
+};
+
+__device__ __forceinline__ uint8_t mx_code(uint32_t amax_bits, quant::MxScaleRule rule) {
+  return quant::mx_scale_code(quant::amax_from_bits(amax_bits), rule, kF);
+}
+
+template <bool kSr>
+__global__ void __launch_bounds__(tile::kThreads)
+    quantize_mxfp8_kernel(const uint16_t* __restrict__ x, int64_t rows, int64_t cols, Fp8Copies out, MxScales sc,
+                          quant::SrKey sr) {
+  __shared__ tile::Smem s;
+  const int64_t row0 = int64_t{blockIdx.y} * tile::kTile, col0 = int64_t{blockIdx.x} * tile::kTile;
+  const bool grid_layout = sc.layout == MxScaleLayout::grid;
+  uint4 v[tile::kRowsPerThread][2];
+  tile::load_rows(x, rows, cols, row0, col0, v);
+
+  if (out.rowwise != nullptr) {
+    // A 1x32 block is two 16-column chunks: lanes 2i and 2i+1.
+    const tile::RowPhase rp = tile::row_phase();
+    const int64_t c = col0 + tile::kColsPerThread * rp.chunk;
+#pragma unroll
+    for (int k = 0; k < tile::kRowsPerThread; ++k) {
+      float f[16];
+      tile::unpack16(v[k], f);
+      uint32_t m = 0;
+#pragma unroll
+      for (int i = 0; i < 16; ++i) m = max(m, tile::abs_bits(f[i]));
+      const uint8_t code = mx_code(tile::group_max<1>(m), sc.rule);
+      const int64_t r = row0 + rp.r0 + 32 * k;
+      if (r < rows && c < cols) {
+        if ((rp.chunk & 1) == 0) {
+          sc.rowwise[grid_layout ? r * (cols / kMxBlock) + c / kMxBlock : sl::tiled_index(cols, kMxBlock, r, c)] = code;
+        }
+        *reinterpret_cast<uint4*>(out.rowwise + r * cols + c) = encode16_mx<kF, kSr>(f, code, sr, r * cols + c);
+      }
+    }
+  }
+  if (out.colwise == nullptr) return;
+
+  // A 32x1 block is 32 consecutive rows of this lane's column: two of its four 16-row chunks.
+  tile::park_rows(s, v);
+  __syncthreads();
+  const tile::ColPhase cp = tile::col_phase();
+  float g[tile::kColRows];
+  tile::read_column(s, g);
+  const int64_t col = col0 + cp.col;
+#pragma unroll
+  for (int b = 0; b < tile::kColRows / kMxBlock; ++b) {
+    uint32_t m = 0;
+#pragma unroll
+    for (int i = 0; i < kMxBlock; ++i) m = max(m, tile::abs_bits(g[kMxBlock * b + i]));
+    const uint8_t code = mx_code(m, sc.rule);
+    const int64_t rb = row0 + tile::kColRows * cp.half + kMxBlock * b;
+    if (col >= cols || rb >= rows) continue;
+    sc.colwise[grid_layout ? col * (rows / kMxBlock) + rb / kMxBlock : sl::tiled_index(rows, kMxBlock, col, rb)] = code;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float q[16];
+#pragma unroll
+      for (int i = 0; i < 16; ++i) q[i] = g[kMxBlock * b + 16 * h + i];
+      const int64_t r = rb + 16 * h;
+      *reinterpret_cast<uint4*>(out.colwise + col * rows + r) = encode16_mx<kF, kSr>(q, code, sr, col * rows + r);
+    }
+  }
+}
+
+}  // namespace
+
+const char* quantize_mxfp8(const uint16_t* x, int64_t rows, int64_t cols, quant::MxScaleRule rule, Fp8Copies out,
+                           uint8_t* scales_rowwise, uint8_t* scales_colwise, MxScaleLayout layout,
+                           const quant::SrKey& sr, cudaStream_t stream) {
+  constexpr const char* fn = "quantize_mxfp8";
+  fp8_check::positive_shape(fn, rows, cols);
+  fp8_check::not_null(fn, "x", x);
+  fp8_check::multiple_of(fn, "cols", cols, kMxBlock, "1x32 MX blocks along cols");
+  fp8_check::multiple_of(fn, "rows", rows, kMxBlock, "32x1 MX blocks of the column-wise copy");
+  fp8_check::aligned16(fn, "x", x);
+  fp8_check::aligned16(fn, "out.rowwise", out.rowwise);
+  fp8_check::aligned16(fn, "out.colwise", out.colwise);
+  if (out.rowwise != nullptr) fp8_check::not_null(fn, "scales_rowwise (needed with out.rowwise)", scales_rowwise);
+  if (out.colwise != nullptr) fp8_check::not_null(fn, "scales_colwise (needed with out.colwise)", scales_colwise);
+  if (out.rowwise == nullptr && out.colwise == nullptr) {
+    throw std::invalid_argument("quantize_mxfp8: out.rowwise and out.colwise are both null; nothing to do");
+  }
+  const dim3 grid(static_cast<unsigned>((cols + tile::kTile - 1) / tile::kTile),
+                  static_cast<unsigned>((rows + tile::kTile - 1) / tile::kTile));
+  if (grid.y > 65535) throw std::invalid_argument("quantize_mxfp8: rows too large for one launch; split along rows");
+  if (layout == MxScaleLayout::tiled128x4) {
+    // The 128x4 tiles pad rows to 128 and scale columns to 4; cuBLASLt reads the padding, so zero it.
+    if (out.rowwise != nullptr) {
+      NIBBLE_CUDA_CHECK(cudaMemsetAsync(scales_rowwise, 0, sl::tiled_count(rows, cols, kMxBlock), stream));
+    }
+    if (out.colwise != nullptr) {
+      NIBBLE_CUDA_CHECK(cudaMemsetAsync(scales_colwise, 0, sl::tiled_count(cols, rows, kMxBlock), stream));
+    }
+  }
+  const MxScales sc{scales_rowwise, scales_colwise, layout, rule};
+  if (sr.enabled) {
+    quantize_mxfp8_kernel<true><<<grid, tile::kThreads, 0, stream>>>(x, rows, cols, out, sc, sr);
+  } else {
+    quantize_mxfp8_kernel<false><<<grid, tile::kThreads, 0, stream>>>(x, rows, cols, out, sc, sr);
+  }
+  NIBBLE_CHECK_LAUNCH();
+  return rule == quant::MxScaleRule::ocp ? "mxfp8 OCP scale rule (row-wise + column-wise, one pass)"
+                                         : "mxfp8 round-up scale rule (row-wise + column-wise, one pass)";
+}
+
+}  // namespace nibble::cuda
