@@ -1,0 +1,126 @@
+// Device-side loads and stores shared by the FP4 kernels: 16-byte vector accesses of BF16/FP32
+// inputs converted to float, packing of E2M1 codes (low nibble = even column) and trust-mask bits,
+// and the host-side precondition checks of every FP4 launcher.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "nibble/cuda/check.hpp"
+#include "nibble/cuda/quartet.hpp"
+#include "nibble/format/bf16.hpp"
+
+namespace nibble::cuda::fp4 {
+
+// ---- device: loads -----------------------------------------------------------------------------
+// Reads N consecutive elements starting at p (16-byte aligned) into v, as floats. All N/8 (BF16) or
+// N/4 (FP32) vector loads are issued before any use, so they are in flight together.
+template <int N>
+__device__ __forceinline__ void load_bf16(const uint16_t* __restrict__ p, float* v) {
+  static_assert(N % 8 == 0, "BF16 loads move 8 elements per 16 bytes");
+  uint4 raw[N / 8];
+#pragma unroll
+  for (int i = 0; i < N / 8; ++i) raw[i] = __ldg(reinterpret_cast<const uint4*>(p) + i);
+#pragma unroll
+  for (int i = 0; i < N / 8; ++i) {
+    const uint32_t w[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      v[8 * i + 2 * j] = fmt::bits_float(w[j] << 16);
+      v[8 * i + 2 * j + 1] = fmt::bits_float(w[j] & 0xffff0000u);
+    }
+  }
+}
+template <int N>
+__device__ __forceinline__ void load_f32(const float* __restrict__ p, float* v) {
+  static_assert(N % 4 == 0, "FP32 loads move 4 elements per 16 bytes");
+  float4 raw[N / 4];
+#pragma unroll
+  for (int i = 0; i < N / 4; ++i) raw[i] = __ldg(reinterpret_cast<const float4*>(p) + i);
+#pragma unroll
+  for (int i = 0; i < N / 4; ++i) {
+    v[4 * i] = raw[i].x;
+    v[4 * i + 1] = raw[i].y;
+    v[4 * i + 2] = raw[i].z;
+    v[4 * i + 3] = raw[i].w;
+  }
+}
+template <int N, class In>
+__device__ __forceinline__ void load_dense(const In* __restrict__ p, float* v) {
+  if constexpr (sizeof(In) == 2) {
+    load_bf16<N>(p, v);
+  } else {
+    load_f32<N>(p, v);
+  }
+}
+
+// ---- device: stores ----------------------------------------------------------------------------
+// 32 E2M1 codes (one per byte, low 4 bits used) -> 16 bytes, low nibble = even element.
+__device__ __forceinline__ uint4 pack_e2m1x32(const uint8_t* c) {
+  uint32_t w[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    uint32_t x = 0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) x |= static_cast<uint32_t>(c[8 * i + j] & 0xF) << (4 * j);
+    w[i] = x;
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+// 32 trust flags -> one little-endian word: bit i = element i (= bit i%8 of byte i/8).
+__device__ __forceinline__ uint32_t pack_mask32(const bool* t) {
+  uint32_t m = 0;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) m |= (t[i] ? 1u : 0u) << i;
+  return m;
+}
+// The E2M1 code of element j of a packed 16-byte group.
+__device__ __forceinline__ uint8_t unpack_e2m1(const uint4& packed, int j) {
+  const uint32_t w[4] = {packed.x, packed.y, packed.z, packed.w};
+  return static_cast<uint8_t>((w[j / 8] >> (4 * (j % 8))) & 0xF);
+}
+
+// ---- host: preconditions -----------------------------------------------------------------------
+inline void check_shape(const char* fn, int64_t rows, int64_t cols) {
+  if (rows <= 0 || cols <= 0) {
+    throw std::invalid_argument(std::string(fn) + ": shape " + std::to_string(rows) + "x" + std::to_string(cols) +
+                                " is empty; rows and cols must be positive");
+  }
+  if (rows > (int64_t{1} << 31) || cols > (int64_t{1} << 31)) {
+    throw std::invalid_argument(std::string(fn) + ": shape " + std::to_string(rows) + "x" + std::to_string(cols) +
+                                " exceeds 2^31 along one dimension; split the tensor");
+  }
+}
+inline void check_multiple(const char* fn, const char* what, int64_t value, int64_t m, const char* why) {
+  if (value % m != 0) {
+    throw std::invalid_argument(std::string(fn) + ": " + what + " = " + std::to_string(value) +
+                                " is not a multiple of " + std::to_string(m) + " (" + why +
+                                "); pad the tensor to a multiple of " + std::to_string(m));
+  }
+}
+inline void check_aligned(const char* fn, const char* what, const void* p, int64_t bytes = 16) {
+  if (p != nullptr && reinterpret_cast<uintptr_t>(p) % bytes != 0) {
+    throw std::invalid_argument(std::string(fn) + ": " + what + " is not " + std::to_string(bytes) +
+                                "-byte aligned (the kernel uses vector accesses); pass a cudaMalloc'd pointer "
+                                "or an offset that is a multiple of " + std::to_string(bytes) + " bytes");
+  }
+}
+inline void check_not_null(const char* fn, const char* what, const void* p) {
+  if (p == nullptr) throw std::invalid_argument(std::string(fn) + ": " + what + " is null; pass a device pointer");
+}
+inline void check_hadamard_size(const char* fn, int n, int max_size) {
+  if (!quant::valid_hadamard_size(n) || n > max_size) {
+    throw std::invalid_argument(std::string(fn) + ": hadamard_size " + std::to_string(n) +
+                                " is not supported here; use 16, 32" + (max_size >= 64 ? ", 64 or 128" : "") +
+                                (max_size < 64 ? " (the column-wise copy holds one 32-row group per thread)" : ""));
+  }
+}
+
+// Grid size for `items` independent work items of `per_block` each (1-D, x dimension).
+inline unsigned blocks_for(int64_t items, int per_block) {
+  return static_cast<unsigned>((items + per_block - 1) / per_block);
+}
+
+}  // namespace nibble::cuda::fp4
