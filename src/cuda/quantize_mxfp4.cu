@@ -1,0 +1,92 @@
+// MXFP4 quantizer (1x32, E8M0 scales, OCP or round-up rule, optional stochastic rounding) and the
+// exact MXFP4 -> BF16 decode of the emulated GEMM. One thread per 32-group: four 16-byte loads in
+// flight, quant::quantize_mx_group in registers, one 16-byte store of packed codes.
+#include "fp4_kernel_io.cuh"
+#include "nibble/cuda/quantize_fp4.hpp"
+#include "nibble/format/e8m0.hpp"
+#include "nibble/quant/element_codecs.hpp"
+
+namespace nibble::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+template <class In>
+__global__ void __launch_bounds__(kThreads)
+    quantize_mxfp4_kernel(const In* __restrict__ x, int64_t groups, quant::MxScaleRule rule, quant::SrKey key,
+                          uint8_t* __restrict__ codes, uint8_t* __restrict__ scales) {
+  const int64_t gi = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (gi >= groups) return;
+  float v[32];
+  fp4::load_dense<32>(x + gi * 32, v);
+  uint8_t c[32];
+  // A constant key on the nearest-even path lets the compiler drop the generator entirely.
+  const uint8_t s =
+      key.enabled ? quant::quantize_mx_group(v, 32, quant::ElementFormat::e2m1, rule, key, gi * 32, c)
+                  : quant::quantize_mx_group(v, 32, quant::ElementFormat::e2m1, rule, quant::SrKey{}, gi * 32, c);
+  reinterpret_cast<uint4*>(codes)[gi] = fp4::pack_e2m1x32(c);
+  scales[gi] = s;
+}
+
+__global__ void __launch_bounds__(kThreads)
+    decode_mxfp4_bf16_kernel(const uint8_t* __restrict__ codes, const uint8_t* __restrict__ scales, int64_t groups,
+                             uint16_t* __restrict__ out) {
+  const int64_t gi = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (gi >= groups) return;
+  const uint4 packed = __ldg(reinterpret_cast<const uint4*>(codes) + gi);
+  const float s = fmt::decode_e8m0(__ldg(scales + gi));
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    uint32_t w[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int e = 8 * i + 2 * j;
+      w[j] = static_cast<uint32_t>(fmt::encode_bf16(fmt::decode_e2m1(fp4::unpack_e2m1(packed, e)) * s)) |
+             (static_cast<uint32_t>(fmt::encode_bf16(fmt::decode_e2m1(fp4::unpack_e2m1(packed, e + 1)) * s)) << 16);
+    }
+    reinterpret_cast<uint4*>(out + gi * 32)[i] = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
+}  // namespace
+
+const char* quantize_mxfp4(const void* x, Fp4DenseType type, int64_t rows, int64_t cols, quant::MxScaleRule rule,
+                           const quant::SrKey& sr, Mxfp4Planes out, cudaStream_t stream) {
+  constexpr const char* fn = "quantize_mxfp4";
+  fp4::check_shape(fn, rows, cols);
+  fp4::check_multiple(fn, "cols", cols, 32, "MXFP4 blocks are 1x32 along cols");
+  fp4::check_not_null(fn, "x", x);
+  fp4::check_not_null(fn, "out.codes", out.codes);
+  fp4::check_not_null(fn, "out.scales", out.scales);
+  fp4::check_aligned(fn, "x", x);
+  fp4::check_aligned(fn, "out.codes", out.codes);
+  const int64_t groups = rows * cols / 32;
+  const unsigned grid = fp4::blocks_for(groups, kThreads);
+  if (type == Fp4DenseType::bf16) {
+    quantize_mxfp4_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const uint16_t*>(x), groups, rule, sr, out.codes,
+                                                         out.scales);
+  } else {
+    quantize_mxfp4_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const float*>(x), groups, rule, sr, out.codes,
+                                                         out.scales);
+  }
+  NIBBLE_CHECK_LAUNCH();
+  return rule == quant::MxScaleRule::ocp ? "cuda quantize_mxfp4 ocp scale, thread per 1x32 group"
+                                         : "cuda quantize_mxfp4 round-up scale, thread per 1x32 group";
+}
+
+const char* decode_mxfp4_bf16(Mxfp4ConstPlanes q, int64_t rows, int64_t cols, uint16_t* out, cudaStream_t stream) {
+  constexpr const char* fn = "decode_mxfp4_bf16";
+  fp4::check_shape(fn, rows, cols);
+  fp4::check_multiple(fn, "cols", cols, 32, "MXFP4 blocks are 1x32 along cols");
+  fp4::check_not_null(fn, "q.codes", q.codes);
+  fp4::check_not_null(fn, "q.scales", q.scales);
+  fp4::check_not_null(fn, "out", out);
+  fp4::check_aligned(fn, "q.codes", q.codes);
+  fp4::check_aligned(fn, "out", out);
+  const int64_t groups = rows * cols / 32;
+  decode_mxfp4_bf16_kernel<<<fp4::blocks_for(groups, kThreads), kThreads, 0, stream>>>(q.codes, q.scales, groups, out);
+  NIBBLE_CHECK_LAUNCH();
+  return "cuda decode_mxfp4_bf16 exact, thread per 1x32 group";
+}
+
+}  // namespace nibble::cuda
