@@ -35,6 +35,9 @@ __global__ void __launch_bounds__(kThreads)
   if (gi >= groups) return;
   const uint4 packed = __ldg(reinterpret_cast<const uint4*>(codes) + gi);
   const float s = fmt::decode_e8m0(__ldg(scales + gi));
+  // A NaN scale decodes the block as the canonical quiet NaN, as the CPU reference's 0 * NaN does
+  // (the GPU's multiply would produce a different NaN payload).
+  const bool nan_block = s != s;
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     uint32_t w[4];
@@ -44,6 +47,7 @@ __global__ void __launch_bounds__(kThreads)
       w[j] = static_cast<uint32_t>(fmt::encode_bf16(fmt::decode_e2m1(fp4::unpack_e2m1(packed, e)) * s)) |
              (static_cast<uint32_t>(fmt::encode_bf16(fmt::decode_e2m1(fp4::unpack_e2m1(packed, e + 1)) * s)) << 16);
     }
+    if (nan_block) w[0] = w[1] = w[2] = w[3] = 0x7fc07fc0u;
     reinterpret_cast<uint4*>(out + gi * 32)[i] = make_uint4(w[0], w[1], w[2], w[3]);
   }
 }
