@@ -183,7 +183,8 @@ FitResult fit_scaling_law(const std::vector<Run>& runs, const FitOptions& o) {
   const auto base_pts = points_of(base_runs);
   double min_ln_loss = INFINITY;
   for (const auto& p : base_pts) min_ln_loss = std::min(min_ln_loss, p.ln_loss);
-  const BaseFit base = fit_base(base_pts, random_base_starts(o.n_starts, min_ln_loss, rng), o, backend);
+  const auto base_starts = random_base_starts(o.n_starts, min_ln_loss, rng);
+  const BaseFit base = fit_base(base_pts, base_starts, o, backend);
   if (base.x.empty())
     throw std::runtime_error(fmt::format("the fit did not converge from any of {} initialisations (last "
                                          "solver message: {}); check that loss falls with n and d",
@@ -195,7 +196,7 @@ FitResult fit_scaling_law(const std::vector<Run>& runs, const FitOptions& o) {
   fit.law.source = fmt::format("fitted on {} runs (base scheme '{}')", runs.size(), o.base_scheme);
   fit.base_scheme = o.base_scheme;
   fit.solver = detail::backend_name(backend);
-  fit.starts = o.n_starts;
+  fit.starts = static_cast<int>(base_starts.size());
   fit.converged_starts = base.converged;
   fit.huber_delta = o.huber_delta;
   std::map<std::string, std::vector<double>> ln_eff;

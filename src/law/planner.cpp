@@ -85,7 +85,7 @@ std::string explain_plan(const Plan& p) {
       "speedups: {}. FP8 is the baseline precision (efficiency 1). Differences below ~0.01 in loss are "
       "within the fit's typical error: treat them as ties.",
       p.n, p.d, p.d / p.n, best.name, best.loss, p.margin,
-      p.best == 0 ? "" : fmt::format(" and {:.4f} below FP8:FP8", base.loss - best.loss), why, p.law.source,
+      p.best == 0 || base.loss - best.loss <= p.margin * (1 + 1e-12) ? "" : fmt::format(" and {:.4f} below FP8:FP8", base.loss - best.loss), why, p.law.source,
       p.fp4_eff_source.empty() ? "given" : p.fp4_eff_source, p.speedups.source);
 }
 

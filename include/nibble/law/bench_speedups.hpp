@@ -1,0 +1,34 @@
+// FP4-over-FP8 speedups read from a `nibble bench` JSON (issue 6's format). Kept in one small file so
+// it is easy to adapt when the bench JSON evolves. Read: top-level `gemms` rows {layer, pass, recipe,
+// mode, ms} and `summary` entries {recipe, mode, layer_ms, speedup_vs_bf16, path}. Forward speedup =
+// (FP8 fprop sum) / (FP4 fprop sum); backward = (FP8 dgrad + wgrad sum) / (FP4 dgrad + wgrad sum).
+#pragma once
+#include <nlohmann/json_fwd.hpp>
+
+#include <string>
+
+#include "nibble/law/planner.hpp"
+
+namespace nibble::law {
+
+struct BenchSpeedupOptions {
+  std::string fp8_recipe;              // empty: fp8-current, else fp8-delayed
+  std::string fp4_recipe = "quartet";
+  std::string mode;                    // empty: step, else per-gemm, else pre-quantized
+};
+
+struct BenchSpeedups {
+  Speedups speedups;  // source names the file, GPU, mode, recipes and their execution paths
+  std::string fp8_recipe, fp4_recipe, mode, gpu;
+  std::string fp8_path, fp4_path;  // execution path per recipe, from `summary` ("" when absent)
+  bool predicted = false;          // the bench numbers came from the performance model
+  double fp8_fprop_ms = 0, fp8_backward_ms = 0, fp4_fprop_ms = 0, fp4_backward_ms = 0;
+};
+
+// Throws std::invalid_argument naming what is missing: no `gemms`, a recipe or mode absent (with the
+// ones present), a row without a time, or mismatched GEMM sets between the two recipes.
+BenchSpeedups speedups_from_bench_json(const nlohmann::json& bench, const BenchSpeedupOptions& options = {},
+                                       const std::string& origin = "bench JSON");
+BenchSpeedups read_bench_speedups(const std::string& path, const BenchSpeedupOptions& options = {});
+
+}  // namespace nibble::law

@@ -1,0 +1,149 @@
+// Reader of FP4/FP8 pass speedups from a `nibble bench` JSON; see bench_speedups.hpp.
+#include "nibble/law/bench_speedups.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <stdexcept>
+
+namespace nibble::law {
+namespace {
+
+struct PassSums {
+  double fprop = 0, backward = 0;
+  int fprop_rows = 0, backward_rows = 0;
+};
+
+std::string string_field(const nlohmann::json& row, const char* key) {
+  return row.contains(key) && row[key].is_string() ? row[key].get<std::string>() : std::string();
+}
+
+PassSums sum_passes(const nlohmann::json& gemms, const std::string& recipe, const std::string& mode,
+                    const std::string& origin) {
+  PassSums s;
+  for (size_t i = 0; i < gemms.size(); ++i) {
+    const auto& row = gemms[i];
+    if (string_field(row, "recipe") != recipe || string_field(row, "mode") != mode) continue;
+    const std::string pass = string_field(row, "pass");
+    if (pass != "fprop" && pass != "dgrad" && pass != "wgrad") continue;
+    if (!row.contains("ms") || !row["ms"].is_number() || !(row["ms"].get<double>() > 0))
+      throw std::invalid_argument(fmt::format(
+          "{}: gemms[{}] ({} {} {} {}) has no positive 'ms' (did that GEMM fail or run out of memory?); "
+          "the speedup needs every GEMM of the recipe",
+          origin, i, recipe, mode, string_field(row, "layer"), pass));
+    const double ms = row["ms"].get<double>();
+    if (pass == "fprop") {
+      s.fprop += ms;
+      ++s.fprop_rows;
+    } else {
+      s.backward += ms;
+      ++s.backward_rows;
+    }
+  }
+  return s;
+}
+
+std::string summary_path(const nlohmann::json& bench, const std::string& recipe, const std::string& mode) {
+  if (!bench.contains("summary") || !bench["summary"].is_array()) return "";
+  for (const auto& e : bench["summary"])
+    if (string_field(e, "recipe") == recipe && string_field(e, "mode") == mode) return string_field(e, "path");
+  return "";
+}
+
+}  // namespace
+
+BenchSpeedups speedups_from_bench_json(const nlohmann::json& bench, const BenchSpeedupOptions& o,
+                                       const std::string& origin) {
+  if (!bench.is_object() || !bench.contains("gemms") || !bench["gemms"].is_array() || bench["gemms"].empty())
+    throw std::invalid_argument(fmt::format("{}: no 'gemms' rows; pass a JSON written by `nibble bench --json`",
+                                            origin));
+  const auto& gemms = bench["gemms"];
+  std::set<std::string> recipes, modes;
+  std::set<std::pair<std::string, std::string>> recipe_modes;
+  for (const auto& row : gemms) {
+    recipes.insert(string_field(row, "recipe"));
+    modes.insert(string_field(row, "mode"));
+    recipe_modes.insert({string_field(row, "recipe"), string_field(row, "mode")});
+  }
+  auto pick_recipe = [&](const std::string& wanted, std::initializer_list<const char*> defaults, const char* what,
+                         const char* flag) {
+    if (!wanted.empty()) {
+      if (!recipes.count(wanted))
+        throw std::invalid_argument(fmt::format("{}: {} recipe '{}' is not in the benchmark (recipes present: {}); "
+                                                "rerun `nibble bench` with it or pick one with {}",
+                                                origin, what, wanted, fmt::join(recipes, ", "), flag));
+      return wanted;
+    }
+    for (const char* d : defaults)
+      if (recipes.count(d)) return std::string(d);
+    throw std::invalid_argument(fmt::format("{}: no {} baseline recipe ({}) in the benchmark (recipes present: "
+                                            "{}); pick one with {}",
+                                            origin, what, fmt::join(defaults, " or "), fmt::join(recipes, ", "), flag));
+  };
+  BenchSpeedups out;
+  out.fp8_recipe = pick_recipe(o.fp8_recipe, {"fp8-current", "fp8-delayed"}, "FP8", "--fp8-recipe");
+  out.fp4_recipe = pick_recipe(o.fp4_recipe, {"quartet"}, "FP4", "--fp4-recipe");
+  auto both_in = [&](const std::string& m) {
+    return recipe_modes.count({out.fp8_recipe, m}) && recipe_modes.count({out.fp4_recipe, m});
+  };
+  if (!o.mode.empty()) {
+    if (!both_in(o.mode))
+      throw std::invalid_argument(fmt::format("{}: mode '{}' does not hold both {} and {} (modes present: {}); "
+                                              "pick another with --bench-mode",
+                                              origin, o.mode, out.fp8_recipe, out.fp4_recipe, fmt::join(modes, ", ")));
+    out.mode = o.mode;
+  } else {
+    // What training pays (step-faithful autocast) is what the compute-normalized comparison needs.
+    for (const char* m : {"step", "per-gemm", "pre-quantized"})
+      if (both_in(m)) {
+        out.mode = m;
+        break;
+      }
+    if (out.mode.empty())
+      throw std::invalid_argument(fmt::format("{}: no mode holds both {} and {} (modes present: {})", origin,
+                                              out.fp8_recipe, out.fp4_recipe, fmt::join(modes, ", ")));
+  }
+  const PassSums fp8 = sum_passes(gemms, out.fp8_recipe, out.mode, origin);
+  const PassSums fp4 = sum_passes(gemms, out.fp4_recipe, out.mode, origin);
+  if (fp8.fprop_rows == 0 || fp8.backward_rows == 0 || fp8.fprop_rows != fp4.fprop_rows ||
+      fp8.backward_rows != fp4.backward_rows)
+    throw std::invalid_argument(fmt::format(
+        "{}: mode {} has {} fprop and {} dgrad/wgrad GEMMs for {} but {} and {} for {}; both recipes need the "
+        "same, non-empty set of GEMMs",
+        origin, out.mode, fp8.fprop_rows, fp8.backward_rows, out.fp8_recipe, fp4.fprop_rows, fp4.backward_rows,
+        out.fp4_recipe));
+  out.fp8_fprop_ms = fp8.fprop;
+  out.fp8_backward_ms = fp8.backward;
+  out.fp4_fprop_ms = fp4.fprop;
+  out.fp4_backward_ms = fp4.backward;
+  out.fp8_path = summary_path(bench, out.fp8_recipe, out.mode);
+  out.fp4_path = summary_path(bench, out.fp4_recipe, out.mode);
+  out.gpu = bench.contains("gpu") && bench["gpu"].is_string() ? bench["gpu"].get<std::string>() : "unknown GPU";
+  out.predicted = bench.value("predicted", false);
+  out.speedups.fwd = fp8.fprop / fp4.fprop;
+  out.speedups.bwd = fp8.backward / fp4.backward;
+  auto path_note = [](const std::string& p) { return p.empty() ? std::string() : " [" + p + "]"; };
+  out.speedups.source = fmt::format("{} from {} ({}, mode {}): {}{} over {}{}, forward {:.3f}x, backward {:.3f}x",
+                                    out.predicted ? "PREDICTED by the performance model" : "measured", origin,
+                                    out.gpu, out.mode, out.fp4_recipe, path_note(out.fp4_path), out.fp8_recipe,
+                                    path_note(out.fp8_path), out.speedups.fwd, out.speedups.bwd);
+  return out;
+}
+
+BenchSpeedups read_bench_speedups(const std::string& path, const BenchSpeedupOptions& o) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument(fmt::format("cannot open bench JSON '{}': check the path", path));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw std::invalid_argument(fmt::format("bench JSON '{}' is not valid JSON: {}", path, e.what()));
+  }
+  return speedups_from_bench_json(j, o, path);
+}
+
+}  // namespace nibble::law
