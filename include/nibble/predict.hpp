@@ -1,0 +1,115 @@
+// Layer: predict. A performance model of the benchmark for a named GPU: GEMM time by shape
+// (roofline with wave quantization and a fitted efficiency per recipe family) plus quantization
+// time by bytes moved. Every number it produces is labelled predicted.
+#pragma once
+#include "nibble/bench/result.hpp"
+#include "nibble/workload/gemm_list.hpp"
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace nibble::predict {
+
+struct GpuSpec {
+  std::string name;                 // database key: "H200 SXM"
+  std::string arch;                 // "hopper" | "blackwell"
+  int compute_capability = 0;       // 90, 100, 103, 120
+  int sm_count = 0;
+  double boost_clock_mhz = 0;
+  double memory_gb = 0;
+  double memory_bandwidth_gbs = 0;  // datasheet
+  double bf16_tflops = 0;           // dense peaks
+  double fp8_tflops = 0;
+  double fp4_tflops = 0;            // 0: no native FP4
+  int tile_m = 128, tile_n = 256;   // output tile for wave quantization
+  double copy_fraction = 0.883;     // achievable copy bandwidth / datasheet
+  std::string source;
+  double copy_bandwidth_gbs() const { return memory_bandwidth_gbs * copy_fraction; }
+};
+
+// data/gpus.json (workload::data_dir()). Errors name the file and field.
+std::vector<GpuSpec> load_gpu_database();
+std::vector<GpuSpec> load_gpu_database(const std::string& path);
+// Case-insensitive, spaces/dashes/underscores ignored ("h200-sxm" finds "H200 SXM"). Throws
+// std::invalid_argument listing the known GPUs.
+const GpuSpec& find_gpu(const std::vector<GpuSpec>& gpus, std::string_view name);
+
+// How a recipe's GEMM would execute on a GPU (SPEC section 4).
+struct Execution {
+  std::string family;       // efficiency key: bf16, fp8-tensor, fp8-block, fp8-rowwise, mx-native, fp4-native
+  std::string path;         // the bench::path string it would report
+  double peak_tflops = 0;   // dense peak of the tensor-core precision it runs on
+  double operand_bytes = 2; // bytes per operand element the GEMM reads (2 bf16, 1 fp8, 0.5 fp4 + scales)
+};
+std::vector<std::string> known_recipes();  // bf16 fp8-delayed fp8-current fp8-block mxfp8 nvfp4 mxfp4 quartet
+// Throws std::invalid_argument listing the known recipes.
+Execution execution_for(std::string_view recipe, const GpuSpec& gpu);
+
+struct Shape {
+  int64_t m = 0, k = 0, n = 0, count = 1;
+};
+
+// One GEMM call under the roofline: max(flops / (peak * efficiency * wave * k-pipeline),
+// bytes / copy bandwidth) + launch latency. `efficiency` is the fitted factor of the family.
+double gemm_ms(const Shape& shape, const Execution& exec, const GpuSpec& gpu, double efficiency);
+
+// Bytes the quantization attributed to one call of this GEMM moves (reads + writes), for the
+// recipe, pass and mode (0 for bf16 and in pre-quantized mode). See docs/predict.md.
+double quant_bytes(std::string_view recipe, const std::string& pass, bench::Mode mode, const Shape& shape,
+                   const GpuSpec& gpu);
+
+// Calibration: measured times of known shapes per family, and the efficiencies fitted to them.
+struct Observation {
+  std::string family;
+  std::vector<Shape> gemms;  // summed (times count) to give `ms`
+  double ms = 0;
+  std::string what;
+};
+struct Calibration {
+  std::string label;         // says where the numbers came from
+  std::string gpu;           // the GPU the observations were measured on
+  std::vector<Observation> observations;
+  double quant_bandwidth_fraction = 0.95;  // quantizer throughput / copy bandwidth
+  std::map<std::string, double> efficiency;  // filled by fit()
+  std::vector<std::string> notes;            // e.g. families borrowed from another
+};
+
+// data/calibration/h200-spec-reference.json, fitted.
+Calibration default_calibration();
+Calibration load_calibration(const std::string& path);  // fitted against its own GPU
+// Least-squares (relative error) fit of one efficiency per family present in the observations;
+// families without observations borrow: fp8-* and native families from fp8-tensor, else bf16.
+void fit(Calibration& calibration, const GpuSpec& measured_on);
+// Observations from every ok pre-quantized row of a measured result (one per row) plus the
+// quantizer bandwidth fraction from its autocast rows; fitted. This is the one call the lead
+// makes once our own H200 JSON exists.
+Calibration calibration_from_result(const bench::BenchResult& measured, const GpuSpec& gpu);
+// Efficiency of a family (after fit); throws std::logic_error when calibration was never fitted.
+double efficiency_of(const Calibration& calibration, const std::string& family);
+
+struct PredictOptions {
+  std::string baseline_recipe = "fp8-delayed";
+  std::string command_line;
+  const Calibration* calibration = nullptr;  // nullptr: default_calibration()
+};
+
+// The benchmark a GPU would produce, as a BenchResult with predicted = true, every row's path
+// "predicted" and predicted_path what it would run; memory modelled. Errors: unknown GPU (lists
+// the known ones), unknown recipe (lists them).
+bench::BenchResult predict_bench(const workload::Workload& workload, const std::vector<std::string>& recipes,
+                                 const std::vector<bench::Mode>& modes, const std::string& gpu_name,
+                                 const PredictOptions& options = {});
+
+// Relative errors of a prediction against a measurement, per (recipe, mode) layer_ms: for docs
+// and `nibble predict --against`.
+struct PredictionError {
+  std::string recipe;
+  bench::Mode mode;
+  double predicted_ms = 0, measured_ms = 0, relative_error = 0;
+};
+std::vector<PredictionError> compare_prediction(const bench::BenchResult& predicted,
+                                                const bench::BenchResult& measured);
+
+}  // namespace nibble::predict

@@ -1,0 +1,194 @@
+// Calibration of the performance model: observations (measured times of known shapes) in a data
+// file, and one efficiency factor per recipe family fitted to them by least squares.
+#include "nibble/bench/aggregate.hpp"
+#include "nibble/predict.hpp"
+#include "nibble/workload/model_sources.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <stdexcept>
+
+namespace nibble::predict {
+
+namespace {
+
+const std::vector<std::string> kFamilies = {"bf16", "fp8-tensor", "fp8-block", "fp8-rowwise", "mx-native",
+                                            "fp4-native"};
+
+// The execution a family denotes on the GPU its observations were measured on.
+Execution execution_of_family(const std::string& family, const GpuSpec& gpu) {
+  if (family == "bf16") return {family, "", gpu.bf16_tflops, 2};
+  if (family == "fp8-tensor" || family == "fp8-rowwise") return {family, "", gpu.fp8_tflops, 1};
+  if (family == "fp8-block") return {family, "", gpu.fp8_tflops, 1 + 4.0 / 128};
+  if (family == "mx-native") return {family, "", gpu.fp8_tflops, 1 + 1.0 / 32};
+  if (family == "fp4-native") {
+    if (gpu.fp4_tflops <= 0)
+      throw std::invalid_argument(fmt::format("calibration: family fp4-native observed on {}, which has no "
+                                              "native FP4; check the observation's family", gpu.name));
+    return {family, "", gpu.fp4_tflops, 0.5 + 1.0 / 32};
+  }
+  throw std::invalid_argument(fmt::format("calibration: family '{}' is not one of: bf16, fp8-tensor, "
+                                          "fp8-block, fp8-rowwise, mx-native, fp4-native", family));
+}
+
+double observation_ms(const Observation& o, const Execution& e, const GpuSpec& gpu, double eff) {
+  double ms = 0;
+  for (const Shape& s : o.gemms) ms += gemm_ms(s, e, gpu, eff) * double(s.count);
+  return ms;
+}
+
+// Sum of squared relative errors of one family's observations at efficiency `eff`.
+double loss(const std::vector<const Observation*>& obs, const Execution& e, const GpuSpec& gpu, double eff) {
+  double sum = 0;
+  for (const Observation* o : obs) {
+    const double r = observation_ms(*o, e, gpu, eff) / o->ms - 1;
+    sum += r * r;
+  }
+  return sum;
+}
+
+// Golden-section search: the loss is unimodal in eff (time falls as 1/eff until memory-bound,
+// where it is flat).
+double minimize(const std::vector<const Observation*>& obs, const Execution& e, const GpuSpec& gpu) {
+  double lo = 0.02, hi = 2.0;
+  const double g = (std::sqrt(5.0) - 1) / 2;
+  for (int i = 0; i < 200 && hi - lo > 1e-9; ++i) {
+    const double a = hi - g * (hi - lo), b = lo + g * (hi - lo);
+    if (loss(obs, e, gpu, a) < loss(obs, e, gpu, b)) hi = b;
+    else lo = a;
+  }
+  return (lo + hi) / 2;
+}
+
+Shape shape_from_json(const nlohmann::json& j, const std::string& where) {
+  Shape s;
+  for (auto [key, slot] : {std::pair{"m", &s.m}, std::pair{"k", &s.k}, std::pair{"n", &s.n}}) {
+    if (!j.contains(key) || !j[key].is_number_integer() || j[key].get<int64_t>() <= 0)
+      throw std::invalid_argument(fmt::format("{}.{}: missing or not a positive integer", where, key));
+    *slot = j[key].get<int64_t>();
+  }
+  s.count = j.value("count", int64_t{1});
+  return s;
+}
+
+}  // namespace
+
+void fit(Calibration& c, const GpuSpec& gpu) {
+  c.efficiency.clear();
+  c.notes.clear();
+  for (const std::string& family : kFamilies) {
+    std::vector<const Observation*> obs;
+    for (const auto& o : c.observations)
+      if (o.family == family) obs.push_back(&o);
+    if (!obs.empty()) c.efficiency[family] = minimize(obs, execution_of_family(family, gpu), gpu);
+  }
+  for (const auto& o : c.observations) execution_of_family(o.family, gpu);  // rejects unknown families
+  if (!c.efficiency.count("bf16") && !c.efficiency.count("fp8-tensor"))
+    throw std::invalid_argument(fmt::format("calibration '{}': needs observations of bf16 or fp8-tensor GEMMs",
+                                            c.label));
+  for (const std::string& family : kFamilies) {
+    if (c.efficiency.count(family)) continue;
+    const std::string from = c.efficiency.count("fp8-tensor") && family != "bf16" ? "fp8-tensor" : 
+                             c.efficiency.count("bf16") ? "bf16" : "fp8-tensor";
+    c.efficiency[family] = c.efficiency[from];
+    c.notes.push_back(fmt::format("{}: no observation; efficiency borrowed from {}", family, from));
+  }
+}
+
+double efficiency_of(const Calibration& c, const std::string& family) {
+  auto it = c.efficiency.find(family);
+  if (it == c.efficiency.end())
+    throw std::logic_error(fmt::format("calibration '{}' has no efficiency for '{}': call fit() first", c.label, family));
+  return it->second;
+}
+
+Calibration load_calibration(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(fmt::format("cannot open calibration file '{}'", path));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw std::invalid_argument(fmt::format("calibration '{}' is not valid JSON: {}", path, e.what()));
+  }
+  Calibration c;
+  c.label = j.value("label", path);
+  c.gpu = j.value("gpu", "");
+  c.quant_bandwidth_fraction = j.value("quant_bandwidth_fraction", 0.95);
+  std::map<std::string, std::vector<Shape>> sets;
+  const nlohmann::json shape_sets = j.value("shape_sets", nlohmann::json::object());
+  for (auto& [name, list] : shape_sets.items())
+    for (size_t i = 0; i < list.size(); ++i)
+      sets[name].push_back(shape_from_json(list[i], fmt::format("{}: shape_sets.{}[{}]", path, name, i)));
+  if (!j.contains("observations") || !j["observations"].is_array())
+    throw std::invalid_argument(fmt::format("calibration '{}': missing the \"observations\" array", path));
+  for (size_t i = 0; i < j["observations"].size(); ++i) {
+    const auto& o = j["observations"][i];
+    const std::string where = fmt::format("{}: observations[{}]", path, i);
+    Observation ob;
+    ob.family = o.value("family", "");
+    ob.what = o.value("what", "");
+    ob.ms = o.value("ms", 0.0);
+    if (!(ob.ms > 0)) throw std::invalid_argument(where + ".ms: must be a positive time in ms");
+    if (o.contains("shapes") && o["shapes"].is_string()) {
+      auto it = sets.find(o["shapes"].get<std::string>());
+      if (it == sets.end())
+        throw std::invalid_argument(fmt::format("{}.shapes: no shape set named '{}'", where, o["shapes"].get<std::string>()));
+      ob.gemms = it->second;
+    } else if (o.contains("gemms") && o["gemms"].is_array()) {
+      for (size_t g = 0; g < o["gemms"].size(); ++g)
+        ob.gemms.push_back(shape_from_json(o["gemms"][g], fmt::format("{}.gemms[{}]", where, g)));
+    } else {
+      throw std::invalid_argument(where + ": needs \"shapes\" (a shape set name) or \"gemms\"");
+    }
+    c.observations.push_back(std::move(ob));
+  }
+  const auto gpus = load_gpu_database();
+  fit(c, find_gpu(gpus, c.gpu));
+  return c;
+}
+
+Calibration default_calibration() {
+  static const Calibration c =
+      load_calibration((workload::data_dir() / "calibration" / "h200-spec-reference.json").string());
+  return c;
+}
+
+Calibration calibration_from_result(const bench::BenchResult& measured, const GpuSpec& gpu) {
+  if (measured.predicted)
+    throw std::invalid_argument("calibration_from_result: the result is itself a prediction; calibrate on "
+                                "a measured `nibble bench --json` file");
+  Calibration c;
+  c.label = fmt::format("measured: {} {} ({})", measured.gpu.name, measured.date, measured.command_line);
+  c.gpu = gpu.name;
+  double bytes = 0, seconds = 0;
+  std::set<std::string> skipped;
+  for (const auto& r : measured.rows) {
+    if (!r.ok()) continue;
+    std::string family;
+    try {
+      family = execution_for(r.recipe, gpu).family;
+    } catch (const std::invalid_argument&) {
+      skipped.insert(r.recipe);  // a recipe variant the model does not know: not a calibration point
+      continue;
+    }
+    if (r.mode == bench::Mode::pre_quantized && r.gemm.median_ms > 0)
+      c.observations.push_back({family, {{r.m, r.k, r.n, 1}}, r.gemm.median_ms,
+                                fmt::format("{} {} {} {}x{}x{}", r.recipe, r.layer, r.pass, r.m, r.k, r.n)});
+    if (bench::is_autocast(r.mode) && r.quant_bytes > 0 && r.quant_ms > 0) {
+      bytes += r.quant_bytes * double(r.count);
+      seconds += r.quant_ms * 1e-3 * double(r.count);
+    }
+  }
+  const double copy = measured.copy_bandwidth_gbs > 0 ? measured.copy_bandwidth_gbs : gpu.copy_bandwidth_gbs();
+  if (seconds > 0) c.quant_bandwidth_fraction = bytes / seconds / (copy * 1e9);
+  fit(c, gpu);
+  for (const auto& r : skipped) c.notes.push_back(fmt::format("recipe '{}' skipped: not in the model", r));
+  return c;
+}
+
+}  // namespace nibble::predict

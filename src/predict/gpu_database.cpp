@@ -1,0 +1,81 @@
+// The GPU database (data/gpus.json): datasheet peaks, bandwidth, SMs, with sources.
+#include "nibble/predict.hpp"
+#include "nibble/workload/model_sources.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cctype>
+#include <fstream>
+#include <stdexcept>
+
+namespace nibble::predict {
+
+namespace {
+
+double positive(const nlohmann::json& g, const char* key, const std::string& where, bool allow_zero = false) {
+  if (!g.contains(key) || !g[key].is_number())
+    throw std::invalid_argument(fmt::format("{}.{}: missing or not a number", where, key));
+  const double v = g[key].get<double>();
+  if (v < 0 || (!allow_zero && v == 0))
+    throw std::invalid_argument(fmt::format("{}.{}: {} must be {}", where, key, v, allow_zero ? ">= 0" : "> 0"));
+  return v;
+}
+
+std::string squash(std::string_view s) {
+  std::string out;
+  for (char c : s)
+    if (c != ' ' && c != '-' && c != '_') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace
+
+std::vector<GpuSpec> load_gpu_database(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(fmt::format("cannot open the GPU database '{}'", path));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw std::invalid_argument(fmt::format("GPU database '{}' is not valid JSON: {}", path, e.what()));
+  }
+  if (!j.contains("gpus") || !j["gpus"].is_array())
+    throw std::invalid_argument(fmt::format("GPU database '{}': missing the \"gpus\" array", path));
+  std::vector<GpuSpec> out;
+  for (size_t i = 0; i < j["gpus"].size(); ++i) {
+    const auto& g = j["gpus"][i];
+    const std::string where = fmt::format("{}: gpus[{}]", path, i);
+    GpuSpec s;
+    s.name = g.value("name", "");
+    if (s.name.empty()) throw std::invalid_argument(where + ".name: missing");
+    s.arch = g.value("arch", "");
+    s.compute_capability = static_cast<int>(positive(g, "compute_capability", where));
+    s.sm_count = static_cast<int>(positive(g, "sm_count", where));
+    s.boost_clock_mhz = positive(g, "boost_clock_mhz", where);
+    s.memory_gb = positive(g, "memory_gb", where);
+    s.memory_bandwidth_gbs = positive(g, "memory_bandwidth_gbs", where);
+    s.bf16_tflops = positive(g, "bf16_tflops", where);
+    s.fp8_tflops = positive(g, "fp8_tflops", where);
+    s.fp4_tflops = positive(g, "fp4_tflops", where, true);
+    s.tile_m = static_cast<int>(positive(g, "tile_m", where));
+    s.tile_n = static_cast<int>(positive(g, "tile_n", where));
+    s.copy_fraction = positive(g, "copy_fraction", where);
+    s.source = g.value("source", "");
+    if (s.source.empty()) throw std::invalid_argument(where + ".source: every entry must cite its datasheet");
+    out.push_back(s);
+  }
+  return out;
+}
+
+std::vector<GpuSpec> load_gpu_database() { return load_gpu_database((workload::data_dir() / "gpus.json").string()); }
+
+const GpuSpec& find_gpu(const std::vector<GpuSpec>& gpus, std::string_view name) {
+  for (const auto& g : gpus)
+    if (squash(g.name) == squash(name)) return g;
+  std::string known;
+  for (const auto& g : gpus) known += (known.empty() ? "" : ", ") + g.name;
+  throw std::invalid_argument(fmt::format("GPU '{}' is not in the database; known GPUs: {}", name, known));
+}
+
+}  // namespace nibble::predict

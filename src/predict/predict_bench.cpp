@@ -1,0 +1,76 @@
+// The benchmark a named GPU would produce, from the performance model.
+#include "memory_model.hpp"
+#include "nibble/bench/aggregate.hpp"
+#include "nibble/bench/row_from_gemm.hpp"
+#include "nibble/predict.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace nibble::predict {
+
+bench::BenchResult predict_bench(const workload::Workload& w, const std::vector<std::string>& recipes,
+                                 const std::vector<bench::Mode>& modes, const std::string& gpu_name,
+                                 const PredictOptions& options) {
+  const auto gpus = load_gpu_database();
+  const GpuSpec& gpu = find_gpu(gpus, gpu_name);
+  if (recipes.empty()) throw std::invalid_argument("recipes: empty; give at least one (e.g. bf16)");
+  if (modes.empty()) throw std::invalid_argument("modes: empty; give pre-quantized, step or per-gemm");
+  for (const auto& r : recipes) execution_for(r, gpu);  // unknown names fail before any work
+  const Calibration calibration = options.calibration ? *options.calibration : default_calibration();
+
+  bench::BenchResult out;
+  out.predicted = true;
+  out.gpu.name = gpu.name;
+  out.gpu.sm_count = gpu.sm_count;
+  out.gpu.compute_capability = gpu.compute_capability;
+  out.gpu.sm_clock_mhz = gpu.boost_clock_mhz;
+  out.gpu.memory_bandwidth_gbs = gpu.memory_bandwidth_gbs;
+  out.command_line = options.command_line;
+  out.date = bench::utc_now_iso8601();
+  out.model = workload::to_json(w);
+  out.tokens = w.tokens;
+  out.layers = w.layers;
+  out.baseline_recipe = options.baseline_recipe;
+  out.copy_bandwidth_gbs = gpu.copy_bandwidth_gbs();
+  out.notes.push_back(fmt::format("PREDICTED by nibble's performance model for {} ({}); calibration: {}",
+                                  gpu.name, gpu.source, calibration.label));
+  for (const auto& n : calibration.notes) out.notes.push_back("calibration: " + n);
+  const double quant_bw = out.copy_bandwidth_gbs * 1e9 * calibration.quant_bandwidth_fraction;
+
+  for (bench::Mode mode : modes)
+    for (const std::string& recipe : recipes)
+      for (const workload::Gemm& g : w.gemms) {
+        bench::Row row = bench::row_from_gemm(g, recipe, mode);
+        // lm_head and attention GEMMs stay in bf16 in every recipe (SPEC section 3).
+        const bool quantized = workload::is_block_linear(g.layer);
+        const std::string run_as = quantized ? recipe : "bf16";
+        const Execution exec = execution_for(run_as, gpu);
+        const Shape shape{g.m, g.k, g.n, 1};
+        const double ms = gemm_ms(shape, exec, gpu, efficiency_of(calibration, exec.family));
+        row.gemm = {ms, ms, ms, ms, ms, 0};
+        row.quant_bytes = quantized ? quant_bytes(recipe, g.pass, mode, shape, gpu) : 0;
+        row.quant_ms = row.quant_bytes / quant_bw * 1e3;
+        row.path = std::string(bench::path::predicted);
+        row.predicted_path = exec.path;
+        bench::finish_row(row, exec.peak_tflops);
+        out.rows.push_back(std::move(row));
+      }
+  bench::fill_bounds(out);
+  for (const std::string& recipe : recipes) out.memory.push_back(modelled_memory(recipe, out.rows, gpu));
+  return out;
+}
+
+std::vector<PredictionError> compare_prediction(const bench::BenchResult& predicted,
+                                                const bench::BenchResult& measured) {
+  std::vector<PredictionError> out;
+  const auto p = bench::summarize(predicted);
+  const auto m = bench::summarize(measured);
+  for (const auto& s : p)
+    if (const auto* x = bench::find_summary(m, s.recipe, s.mode); x && x->failed_rows == 0 && x->layer_ms > 0)
+      out.push_back({s.recipe, s.mode, s.layer_ms, x->layer_ms, s.layer_ms / x->layer_ms - 1});
+  return out;
+}
+
+}  // namespace nibble::predict

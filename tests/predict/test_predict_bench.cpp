@@ -1,0 +1,105 @@
+// The predicted benchmark end to end: labels, SPEC section 8 reference, calibration refit.
+#include "nibble/bench/aggregate.hpp"
+#include "nibble/predict.hpp"
+#include "nibble/workload/model_sources.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+namespace nibble::predict {
+namespace {
+
+using bench::Mode;
+
+workload::Workload codonfm() { return workload::derive_workload(workload::load_preset("codonfm-5b")); }
+
+TEST(PredictBench, H200MatchesSpecReferenceWithinTenPercent) {
+  const auto w = codonfm();
+  ASSERT_EQ(w.tokens, 15872);
+  const auto r = predict_bench(w, {"bf16", "fp8-current", "fp8-block"}, {Mode::pre_quantized}, "H200 SXM");
+  const auto s = bench::summarize(r);
+  const double bf16 = bench::find_summary(s, "bf16", Mode::pre_quantized)->layer_ms;
+  const double fp8 = bench::find_summary(s, "fp8-current", Mode::pre_quantized)->layer_ms;
+  const double block = bench::find_summary(s, "fp8-block", Mode::pre_quantized)->layer_ms;
+  EXPECT_NEAR(bf16 / 28.3, 1.0, 0.10) << bf16;
+  EXPECT_NEAR(fp8 / 15.9, 1.0, 0.10) << fp8;
+  EXPECT_NEAR(block / 17.3, 1.0, 0.10) << block;
+}
+
+TEST(PredictBench, EveryRowIsLabelledPredicted) {
+  const auto r = predict_bench(codonfm(), known_recipes(), {Mode::pre_quantized, Mode::step, Mode::per_gemm}, "h100-sxm");
+  EXPECT_TRUE(r.predicted);
+  EXPECT_EQ(r.gpu.name, "H100 SXM");
+  EXPECT_EQ(r.rows.size(), 8u * 3u * 12u);
+  for (const auto& row : r.rows) {
+    EXPECT_EQ(row.path, "predicted");
+    EXPECT_TRUE(bench::is_valid_path(row.predicted_path)) << row.predicted_path;
+    EXPECT_NE(row.predicted_path, "predicted");
+    EXPECT_GT(row.total_ms, 0);
+    EXPECT_LE(row.bound_ms, row.total_ms + 1e-12);
+    if (row.mode == Mode::pre_quantized || row.recipe == "bf16") {
+      EXPECT_EQ(row.quant_ms, 0);
+    }
+  }
+  const auto s = bench::summarize(r);
+  for (const auto& x : s) {
+    if (x.recipe == "bf16" || !bench::is_autocast(x.mode)) continue;
+    // Quantization costs time in the autocast modes; per-gemm re-quantizes more than step.
+    EXPECT_GT(x.quant_overhead_ms, 0) << x.recipe;
+  }
+  EXPECT_GT(bench::find_summary(s, "fp8-current", Mode::per_gemm)->layer_ms,
+            bench::find_summary(s, "fp8-current", Mode::step)->layer_ms);
+  EXPECT_EQ(r.memory.size(), 8u);
+  // JSON round trip of a predicted result keeps its labels.
+  const auto back = bench::result_from_json(bench::to_json(r));
+  EXPECT_TRUE(back.predicted);
+  EXPECT_EQ(back.rows.front().predicted_path, r.rows.front().predicted_path);
+}
+
+TEST(PredictBench, ErrorsNameTheChoices) {
+  const auto w = codonfm();
+  try {
+    predict_bench(w, {"bf16"}, {Mode::step}, "TPU v5");
+    ADD_FAILURE();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("H200 NVL"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(predict_bench(w, {"bf16", "fp6"}, {Mode::step}, "B200"), std::invalid_argument);
+  EXPECT_THROW(predict_bench(w, {}, {Mode::step}, "B200"), std::invalid_argument);
+}
+
+TEST(Calibration, RefitFromAMeasuredResultRecoversTheEfficiency) {
+  // A "measurement" that is the model at a known efficiency, times a random factor: the refit must
+  // find that factor again, which is the one call the lead makes with our own H200 JSON.
+  std::mt19937_64 rng(std::random_device{}());
+  const double slow = std::uniform_real_distribution<double>(1.05, 1.3)(rng);
+  auto measured = predict_bench(codonfm(), {"bf16", "fp8-delayed", "quartet"}, {Mode::pre_quantized, Mode::step},
+                                "H200 SXM");
+  measured.predicted = false;
+  for (auto& row : measured.rows) {
+    row.path = row.predicted_path;
+    row.predicted_path.clear();
+    row.gemm.median_ms = (row.gemm.median_ms - 0.004) * slow + 0.004;
+    row.quant_ms *= 1.25;
+    bench::finish_row(row, 989.4);
+  }
+  const auto gpus = load_gpu_database();
+  const GpuSpec& h200 = find_gpu(gpus, "H200 SXM");
+  const Calibration before = default_calibration();
+  const Calibration after = calibration_from_result(measured, h200);
+  for (const char* fam : {"bf16", "fp8-tensor", "fp8-rowwise"})
+    EXPECT_NEAR(efficiency_of(after, fam), efficiency_of(before, fam) / slow, 0.01 * efficiency_of(before, fam)) << fam;
+  EXPECT_NEAR(after.quant_bandwidth_fraction, before.quant_bandwidth_fraction / 1.25, 1e-6);
+  PredictOptions opt;
+  opt.calibration = &after;
+  const auto again = predict_bench(codonfm(), {"bf16", "fp8-delayed", "quartet"}, {Mode::pre_quantized, Mode::step},
+                                   "H200 SXM", opt);
+  for (const auto& e : compare_prediction(again, measured)) EXPECT_NEAR(e.relative_error, 0, 0.02) << e.recipe;
+  measured.predicted = true;
+  EXPECT_THROW(calibration_from_result(measured, h200), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace nibble::predict
