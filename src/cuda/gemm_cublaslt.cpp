@@ -143,9 +143,14 @@ GemmContext::GemmContext(int device, size_t workspace_bytes) : state_(std::make_
   state_->device = device;
   NIBBLE_CUDA_CHECK(cudaSetDevice(device));
   state_->caps = query_device_caps(device);
-  NIBBLE_CUBLAS_CHECK(cublasLtCreate(&state_->handle));
+  // Workspace first: if it does not fit, nothing else has been created that would leak.
   state_->workspace_bytes = workspace_bytes;
   if (workspace_bytes > 0) state_->workspace = device_alloc(workspace_bytes, "the cuBLASLt workspace");
+  const cublasStatus_t st = cublasLtCreate(&state_->handle);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    if (state_->workspace) cudaFree(state_->workspace);
+    NIBBLE_CUBLAS_CHECK(st);
+  }
 }
 
 GemmContext::~GemmContext() {
