@@ -9,7 +9,10 @@
 namespace nibble::law {
 namespace {
 double log_step(double lo, double hi, int steps, int i) {
-  return steps == 1 ? lo : std::exp(std::log(lo) + (std::log(hi) - std::log(lo)) * i / (steps - 1));
+  // Endpoints exact, so the map's corners are the N and D/N the user asked for.
+  if (i == 0 || steps == 1) return lo;
+  if (i == steps - 1) return hi;
+  return std::exp(std::log(lo) + (std::log(hi) - std::log(lo)) * i / (steps - 1));
 }
 }  // namespace
 
