@@ -1,0 +1,174 @@
+// FP4 quantization kernels on CodonFM-5B tensors: effective bandwidth (bytes read + written over the
+// median time) next to a device-to-device copy of the same input measured in the same run.
+//   gpu_quant_fp4_bench [--json FILE] [--iters N]
+// Inputs rotate over 3 buffers (each larger than the 60 MB L2 for the big shapes), so no run reads
+// what the previous one left in cache. Random BF16 normals, never zeros.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "nibble/cuda/check.hpp"
+#include "nibble/cuda/quantize_fp4.hpp"
+#include "nibble/cuda/quartet.hpp"
+#include "nibble/format/philox.hpp"
+
+namespace {
+
+using namespace nibble;
+constexpr int kBuffers = 3;
+
+__global__ void fill_normal_bf16(uint16_t* x, int64_t n, uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    // Box-Muller on two Philox words; magnitudes spread by a per-row-ish exponent.
+    const float u1 = (fmt::random_bits(seed, 1, 2 * i) + 1.0f) * 2.3283064e-10f;
+    const float u2 = fmt::random_bits(seed, 1, 2 * i + 1) * 2.3283064e-10f;
+    const float v = sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2) * exp2f(float(int(i >> 12) % 16 - 8)) + 1e-3f;
+    x[i] = static_cast<uint16_t>(__float_as_uint(v) >> 16);
+  }
+}
+
+struct Stats {
+  double median_ms, p10_ms, p90_ms;
+};
+
+Stats time_it(const std::function<void(int)>& work, int iters) {
+  for (int i = 0; i < 3; ++i) work(i);  // warm-up
+  cudaEvent_t a, b;
+  NIBBLE_CUDA_CHECK(cudaEventCreate(&a));
+  NIBBLE_CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<double> ms;
+  for (int i = 0; i < iters; ++i) {
+    NIBBLE_CUDA_CHECK(cudaEventRecord(a));
+    work(i);
+    NIBBLE_CUDA_CHECK(cudaEventRecord(b));
+    NIBBLE_CUDA_CHECK(cudaEventSynchronize(b));
+    float t = 0;
+    NIBBLE_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(t);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(ms.begin(), ms.end());
+  auto q = [&](double p) { return ms[static_cast<size_t>(p * (ms.size() - 1) + 0.5)]; };
+  return {q(0.5), q(0.1), q(0.9)};
+}
+
+template <class T>
+T* device_alloc(size_t count) {
+  T* p = nullptr;
+  NIBBLE_CUDA_CHECK(cudaMalloc(&p, count * sizeof(T)));
+  return p;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string json_path;
+  int iters = 30;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+    else if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) iters = std::max(20, std::atoi(argv[++i]));
+    else { std::fprintf(stderr, "usage: %s [--json FILE] [--iters N>=20]\n", argv[0]); return 2; }
+  }
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::fprintf(stderr, "gpu_quant_fp4_bench: no CUDA device\n");
+    return 1;
+  }
+  cudaDeviceProp prop{};
+  NIBBLE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  nlohmann::json out = {{"gpu", prop.name}, {"iters", iters}, {"results", nlohmann::json::array()}};
+  std::printf("%-34s %-14s %9s %9s %9s %9s %7s\n", "kernel", "shape", "median_ms", "GB/s", "copy_GB/s", "ratio", "p90/p10");
+
+  struct Shape { const char* name; int64_t rows, cols; };
+  const Shape shapes[] = {{"act 15872x4096", 15872, 4096}, {"act 15872x16384", 15872, 16384}, {"weight 4096x16384", 4096, 16384}};
+  for (const Shape& s : shapes) {
+    const int64_t n = s.rows * s.cols;
+    uint16_t* x[kBuffers];
+    for (int b = 0; b < kBuffers; ++b) {
+      x[b] = device_alloc<uint16_t>(n);
+      fill_normal_bf16<<<1024, 256>>>(x[b], n, 1234 + b);
+      NIBBLE_CHECK_LAUNCH();
+    }
+    uint16_t* copy_dst = device_alloc<uint16_t>(n);
+    uint8_t* codes = device_alloc<uint8_t>(n / 2);
+    uint8_t* codes2 = device_alloc<uint8_t>(n / 2);
+    uint8_t* scales = device_alloc<uint8_t>(n / 32);
+    uint8_t* scales2 = device_alloc<uint8_t>(n / 32);
+    uint8_t* mask = device_alloc<uint8_t>(n / 8);
+    uint16_t* out16 = device_alloc<uint16_t>(n);
+    NIBBLE_CUDA_CHECK(cudaMemset(mask, 0xB7, n / 8));
+    NIBBLE_CUDA_CHECK(cudaDeviceSynchronize());
+
+    const Stats copy = time_it([&](int i) {
+      NIBBLE_CUDA_CHECK(cudaMemcpyAsync(copy_dst, x[i % kBuffers], n * 2, cudaMemcpyDeviceToDevice));
+    }, iters);
+    const double copy_gbs = 2.0 * n * 2 / (copy.median_ms * 1e6);
+
+    std::string path;
+    auto run = [&](const char* kernel, double bytes, const std::function<const char*(int)>& work) {
+      const Stats st = time_it([&](int i) { path = work(i); }, iters);
+      const double gbs = bytes / (st.median_ms * 1e6);
+      std::printf("%-34s %-14s %9.4f %9.1f %9.1f %9.3f %7.2f\n", kernel, s.name, st.median_ms, gbs, copy_gbs,
+                  gbs / copy_gbs, st.p90_ms / st.p10_ms);
+      out["results"].push_back({{"kernel", kernel}, {"path", path}, {"shape", s.name}, {"rows", s.rows}, {"cols", s.cols},
+                                {"bytes", bytes}, {"median_ms", st.median_ms}, {"p10_ms", st.p10_ms}, {"p90_ms", st.p90_ms},
+                                {"gbps", gbs}, {"copy_median_ms", copy.median_ms}, {"copy_gbps", copy_gbs},
+                                {"ratio_to_copy", gbs / copy_gbs}});
+    };
+    const double nb = static_cast<double>(n);
+    const double mxfp4_out = nb / 2 + nb / 32;
+    run("mxfp4 ocp", 2 * nb + mxfp4_out, [&](int i) {
+      return cuda::quantize_mxfp4(x[i % kBuffers], cuda::Fp4DenseType::bf16, s.rows, s.cols, quant::MxScaleRule::ocp, {},
+                                  {codes, scales, nullptr}, nullptr);
+    });
+    run("quartet fwd h32+quest (+mask)", 2 * nb + mxfp4_out + nb / 8, [&](int i) {
+      return cuda::quartet_forward_quantize(x[i % kBuffers], cuda::Fp4DenseType::bf16, s.rows, s.cols, {},
+                                            {codes, scales, mask}, nullptr);
+    });
+    cuda::QuartetBackwardOptions bo;
+    bo.sign_seed = 42;
+    run("quartet bwd rowwise rn", 2 * nb + mxfp4_out, [&](int i) {
+      return cuda::quartet_backward_quantize(x[i % kBuffers], cuda::Fp4DenseType::bf16, s.rows, s.cols, bo,
+                                             {codes, scales, nullptr}, {}, nullptr);
+    });
+    run("quartet bwd row+col rn", 2 * nb + 2 * mxfp4_out, [&](int i) {
+      return cuda::quartet_backward_quantize(x[i % kBuffers], cuda::Fp4DenseType::bf16, s.rows, s.cols, bo,
+                                             {codes, scales, nullptr}, {codes2, scales2, nullptr}, nullptr);
+    });
+    cuda::QuartetBackwardOptions bs = bo;
+    bs.rounding = quant::SrKey{true, 7, quant::kStreamQuartetBackward};
+    run("quartet bwd row+col sr", 2 * nb + 2 * mxfp4_out, [&](int i) {
+      return cuda::quartet_backward_quantize(x[i % kBuffers], cuda::Fp4DenseType::bf16, s.rows, s.cols, bs,
+                                             {codes, scales, nullptr}, {codes2, scales2, nullptr}, nullptr);
+    });
+    run("quartet bwd from mxfp4 (transposed)", mxfp4_out * 2, [&](int) {
+      return cuda::quartet_backward_quantize_mxfp4_transposed({codes, scales, nullptr}, s.rows, s.cols, bo,
+                                                              {codes2, scales2, nullptr}, nullptr);
+    });
+    run("quartet epilogue bf16->bf16", 4 * nb + nb / 8, [&](int i) {
+      return cuda::quartet_epilogue(x[i % kBuffers], cuda::Fp4DenseType::bf16, s.rows, s.cols, mask, {}, out16,
+                                    cuda::Fp4DenseType::bf16, nullptr);
+    });
+    run("decode mxfp4->bf16", mxfp4_out + 2 * nb, [&](int) {
+      return cuda::decode_mxfp4_bf16({codes, scales, nullptr}, s.rows, s.cols, out16, nullptr);
+    });
+    for (int b = 0; b < kBuffers; ++b) cudaFree(x[b]);
+    for (void* p : {static_cast<void*>(copy_dst), static_cast<void*>(codes), static_cast<void*>(codes2),
+                    static_cast<void*>(scales), static_cast<void*>(scales2), static_cast<void*>(mask),
+                    static_cast<void*>(out16)}) cudaFree(p);
+  }
+  if (!json_path.empty()) {
+    std::ofstream f(json_path);
+    f << out.dump(2) << "\n";
+    if (!f) { std::fprintf(stderr, "gpu_quant_fp4_bench: cannot write %s\n", json_path.c_str()); return 1; }
+  }
+  return 0;
+}
