@@ -103,18 +103,21 @@ std::string overhead_and_asymmetry(const std::vector<RecipeSummary>& sums, const
   if (any) {
     out += "\nquantization overhead per layer (autocast minus pre-quantized)\n";
     for (const auto& s : sums)
-      if (std::isfinite(s.quant_overhead_ms)) {
+      if (std::isfinite(s.quant_overhead_ms) && s.recipe != "bf16") {
         const auto* pre = bench::find_summary(sums, s.recipe, Mode::pre_quantized);
         out += fmt::format("  {:<13}{:<10}{:>9} ms  ({:+.0f}% of the GEMM time)\n", s.recipe,
                            bench::to_string(s.mode), ms_text(s.quant_overhead_ms),
                            100.0 * s.quant_overhead_ms / pre->layer_ms);
       }
   }
+  // GEMM-only asymmetry (the first mode, pre-quantized when it ran); the JSON has every mode.
   auto asym = bench::fprop_dgrad_asymmetry(r);
   if (!asym.empty()) {
-    out += "\nfprop vs dgrad per shape (dgrad / fprop time; 1.00 = same cost)\n";
+    const Mode shown = asym.front().mode;
+    out += fmt::format("\nfprop vs dgrad per shape, {} (dgrad / fprop time; 1.00 = same cost)\n",
+                       bench::to_string(shown));
     for (const auto& a : asym)
-      out += fmt::format("  {:<13}{:<13}{:<14}fprop {:>8} ms  dgrad {:>8} ms  {:>6}\n", a.layer,
+      if (a.mode == shown) out += fmt::format("  {:<13}{:<13}{:<14}fprop {:>8} ms  dgrad {:>8} ms  {:>6}\n", a.layer,
                          a.recipe, bench::to_string(a.mode), ms_text(a.fprop_ms), ms_text(a.dgrad_ms),
                          std::isfinite(a.dgrad_over_fprop) ? fmt::format("{:.2f}", a.dgrad_over_fprop) : "-");
   }
