@@ -1,0 +1,242 @@
+// `nibble error`: how much each recipe changes each tensor of a .npy or .safetensors file (metric
+// definitions in include/nibble/quant/error_metrics.hpp). Tensors are read one at a time, so a
+// multi-gigabyte checkpoint never has to fit in memory twice.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "command_registry.hpp"
+#include "nibble/io.hpp"
+#include "nibble/quant.hpp"
+#include "nibble/quant/error_metrics.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nibble::io::Tensor;
+using nibble::quant::ErrorMetrics;
+using nibble::quant::Recipe;
+
+struct ErrorArgs {
+  std::string file;
+  std::vector<std::string> recipes;
+  std::string role = "x";
+  std::string format = "table";
+  uint64_t seed = nibble::quant::QuantOptions{}.seed;
+};
+
+// One line of the report: metrics, or a note saying why this tensor/recipe pair has none.
+struct ErrorRow {
+  std::string tensor;
+  std::string shape;
+  std::string recipe;
+  std::optional<ErrorMetrics> metrics;
+  std::string note;
+};
+
+std::vector<Recipe> selected_recipes(const std::vector<std::string>& names) {
+  std::vector<Recipe> out;
+  if (names.empty()) {
+    for (Recipe r : nibble::quant::kAllRecipes) {
+      if (r != Recipe::bf16) out.push_back(r);  // default: every recipe that quantizes below 16 bits
+    }
+    return out;
+  }
+  for (const auto& n : names) out.push_back(nibble::quant::parse_recipe(n));
+  return out;
+}
+
+bool is_npy(const fs::path& path) {
+  const auto head = nibble::io::read_file_range(path, 0, std::min<uint64_t>(nibble::io::file_size_of(path), 6));
+  return head.size() == 6 && std::memcmp(head.data(), "\x93NUMPY", 6) == 0;
+}
+
+// Rows for one tensor: every recipe measured, or a note per recipe explaining why not.
+void measure_tensor(const Tensor& t, const std::vector<Recipe>& recipes, const nibble::quant::QuantOptions& options,
+                    std::vector<ErrorRow>& rows) {
+  const std::string shape = nibble::io::shape_string(t.shape);
+  auto note_all = [&](const std::string& note) {
+    for (Recipe r : recipes) rows.push_back({t.name, shape, nibble::quant::recipe_name(r), std::nullopt, note});
+  };
+  if (!nibble::io::is_floating(t.dtype)) {
+    note_all("dtype " + std::string(nibble::io::dtype_name(t.dtype)) + " is not a floating-point tensor; skipped");
+    return;
+  }
+  if (t.shape.size() != 1 && t.shape.size() != 2) {
+    note_all("shape " + shape + " is not 1-D or 2-D; reshape to (rows, cols) with the GEMM's inner dimension last");
+    return;
+  }
+  const auto m = nibble::io::as_matrix(t);
+  const std::vector<float> x = nibble::io::to_float32(t);
+  for (Recipe r : recipes) {
+    ErrorRow row{t.name, shape, nibble::quant::recipe_name(r), std::nullopt, ""};
+    try {
+      row.metrics = nibble::quant::quantization_error(r, x.data(), m.rows, m.cols, options);
+    } catch (const std::invalid_argument& e) {
+      row.note = e.what();  // shapes a recipe's blocks do not divide: a note, not a crash
+    }
+    rows.push_back(std::move(row));
+  }
+}
+
+// JSON has no infinity: non-finite values are written as the strings "inf", "-inf", "nan".
+nlohmann::ordered_json number(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+std::string to_json(const std::vector<ErrorRow>& rows) {
+  // ordered_json keeps the identifying fields first, as a reader scans them.
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& r : rows) {
+    nlohmann::ordered_json o = {{"tensor", r.tensor}, {"shape", r.shape}, {"recipe", r.recipe}};
+    if (r.metrics) {
+      const auto& m = *r.metrics;
+      o["rel_mse"] = number(m.rel_mse);
+      o["snr_db"] = number(m.snr_db);
+      o["max_abs_err"] = number(m.max_abs_err);
+      o["clipped_frac"] = number(m.clipped_frac);
+      o["zero_frac"] = number(m.zero_frac);
+      o["elements"] = m.elements;
+      o["nonfinite"] = m.nonfinite;
+      o["produced_by"] = m.produced_by;
+    } else {
+      for (const char* k : {"rel_mse", "snr_db", "max_abs_err", "clipped_frac", "zero_frac"}) o[k] = nullptr;
+      o["note"] = r.note;
+    }
+    out.push_back(std::move(o));
+  }
+  return out.dump(2) + "\n";
+}
+
+std::string to_table(const std::vector<ErrorRow>& rows, const std::string& header) {
+  size_t wt = 6, ws = 5, wr = 6;
+  for (const auto& r : rows) {
+    wt = std::max(wt, r.tensor.size());
+    ws = std::max(ws, r.shape.size());
+    wr = std::max(wr, r.recipe.size());
+  }
+  std::string out = header + "\n\n";
+  out += fmt::format("{:<{}}  {:<{}}  {:<{}}  {:>10}  {:>8}  {:>11}  {:>9}  {:>9}\n", "tensor", wt, "shape", ws,
+                     "recipe", wr, "rel_mse", "snr_db", "max_abs_err", "clipped%", "zero%");
+  std::vector<std::string> paths;
+  std::string last_tensor;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const ErrorRow& r = rows[i];
+    // The tensor name and shape once per group keeps a long checkpoint readable.
+    const bool first = r.tensor != last_tensor;
+    last_tensor = r.tensor;
+    if (first && !r.metrics) {
+      // A note every recipe shares (dtype, rank) is said once for the tensor.
+      size_t j = i;
+      while (j < rows.size() && rows[j].tensor == r.tensor && !rows[j].metrics && rows[j].note == r.note) ++j;
+      if (j == rows.size() || rows[j].tensor != r.tensor) {
+        out += fmt::format("{:<{}}  {:<{}}  {:<{}}  note: {}\n", r.tensor, wt, r.shape, ws, "(all)", wr, r.note);
+        i = j - 1;
+        continue;
+      }
+    }
+    out += fmt::format("{:<{}}  {:<{}}  {:<{}}  ", first ? r.tensor : "", wt, first ? r.shape : "", ws, r.recipe, wr);
+    if (!r.metrics) {
+      out += "note: " + r.note + "\n";
+      continue;
+    }
+    const auto& m = *r.metrics;
+    out += fmt::format("{:>10.3e}  {:>8.2f}  {:>11.3e}  {:>9.4f}  {:>9.4f}", m.rel_mse, m.snr_db, m.max_abs_err,
+                       100.0 * m.clipped_frac, 100.0 * m.zero_frac);
+    if (m.nonfinite) out += fmt::format("  ({} non-finite inputs left out)", m.nonfinite);
+    out += "\n";
+    if (std::find(paths.begin(), paths.end(), m.produced_by) == paths.end()) paths.push_back(m.produced_by);
+  }
+  if (!paths.empty()) {
+    out += "\npaths:\n";
+    for (const auto& p : paths) out += "  " + p + "\n";
+  }
+  return out;
+}
+
+int run_error(const ErrorArgs& a) {
+  const std::vector<Recipe> recipes = selected_recipes(a.recipes);
+  nibble::quant::QuantOptions options;
+  options.role = nibble::quant::parse_role(a.role);
+  options.seed = a.seed;
+
+  const fs::path path(a.file);
+  std::vector<ErrorRow> rows;
+  std::string kind;
+  size_t measured_tensors = 0;
+  if (is_npy(path)) {
+    kind = ".npy";
+    Tensor t = nibble::io::read_npy(path);
+    t.name = path.filename().string();
+    if (!nibble::io::is_floating(t.dtype)) {
+      throw std::invalid_argument("'" + a.file + "' holds " + std::string(nibble::io::dtype_name(t.dtype)) +
+                                  ", not floating-point values; nibble error reads f32, f16, bf16 (safetensors) or "
+                                  "f64 tensors");
+    }
+    measure_tensor(t, recipes, options, rows);
+    measured_tensors = 1;
+  } else if (path.extension() == ".safetensors") {
+    kind = ".safetensors";
+    const auto index = nibble::io::read_safetensors_index(path);
+    for (const auto& e : index.entries) {
+      if (!e.dtype) {
+        for (Recipe r : recipes) {
+          rows.push_back({e.name, nibble::io::shape_string(e.shape), nibble::quant::recipe_name(r), std::nullopt,
+                          "dtype " + e.dtype_tag + " is not loaded; skipped"});
+        }
+        continue;
+      }
+      const Tensor t = nibble::io::read_safetensors_tensor(path, index, e);
+      if (nibble::io::is_floating(t.dtype)) ++measured_tensors;
+      measure_tensor(t, recipes, options, rows);
+    }
+    if (measured_tensors == 0) {
+      throw std::invalid_argument("'" + a.file + "' has no floating-point tensors (F32, F16, BF16, F64) to measure");
+    }
+  } else {
+    throw std::invalid_argument("'" + a.file + "' is neither a .npy file (no \\x93NUMPY magic) nor named *.safetensors; "
+                                "pass a NumPy .npy or a .safetensors checkpoint");
+  }
+
+  if (a.format == "json") {
+    const std::string s = to_json(rows);
+    std::fwrite(s.data(), 1, s.size(), stdout);
+  } else {
+    const std::string header = fmt::format("{} ({}, {} tensor{}), role {}, seed {}", a.file, kind, measured_tensors,
+                                           measured_tensors == 1 ? "" : "s", a.role, a.seed);
+    const std::string s = to_table(rows, header);
+    std::fwrite(s.data(), 1, s.size(), stdout);
+  }
+  return 0;
+}
+
+std::function<int()> setup_error(CLI::App& sub) {
+  auto a = std::make_shared<ErrorArgs>();
+  sub.add_option("file", a->file, ".npy or .safetensors file (f32, f16, bf16 tensors; 1-D or 2-D)")->required();
+  sub.add_option("--recipes", a->recipes,
+                 std::string("comma-separated recipes (default: every one but bf16): ") + nibble::quant::kRecipeNameList)
+      ->delimiter(',');
+  sub.add_option("--role", a->role, "quantize as role x (activation), w (weight) or dy (gradient)")
+      ->capture_default_str();
+  sub.add_option("--format", a->format, "output format")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  sub.add_option("--seed", a->seed, "seed of stochastic rounding and random Hadamard signs")->capture_default_str();
+  return [a] { return run_error(*a); };
+}
+
+const bool registered = nibble::cli::register_command(
+    {"error", "quantization error of every tensor in a .npy or .safetensors file, per recipe", setup_error});
+
+}  // namespace
