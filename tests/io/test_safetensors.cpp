@@ -38,11 +38,11 @@ Tensor half_tensor(std::string name, DType dtype, std::vector<int64_t> shape, co
 
 std::vector<uint8_t> image(const std::string& header, size_t data_bytes, uint64_t claimed_len = UINT64_MAX) {
   const uint64_t n = claimed_len == UINT64_MAX ? header.size() : claimed_len;
-  std::vector<uint8_t> out(8);
+  std::vector<uint8_t> out(8 + header.size() + data_bytes);
   for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(n >> (8 * i));
-  out.insert(out.end(), header.begin(), header.end());
+  std::memcpy(out.data() + 8, header.data(), header.size());
   std::mt19937 rng(std::random_device{}());
-  for (size_t i = 0; i < data_bytes; ++i) out.push_back(static_cast<uint8_t>(rng()));
+  for (size_t i = 0; i < data_bytes; ++i) out[8 + header.size() + i] = static_cast<uint8_t>(rng());
   return out;
 }
 
