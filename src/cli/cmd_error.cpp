@@ -175,7 +175,7 @@ int run_error(const ErrorArgs& a) {
   std::vector<ErrorRow> rows;
   std::string kind;
   size_t measured_tensors = 0;
-  if (is_npy(path)) {
+  if (is_npy(path) || path.extension() == ".npy") {  // a broken .npy gets the reader's precise message
     kind = ".npy";
     Tensor t = nibble::io::read_npy(path);
     t.name = path.filename().string();

@@ -138,6 +138,7 @@ TEST(CliError, BadInputFailsCleanly) {
   bytes.resize(bytes.size() - 8);
   io::write_file_atomic(box / "trunc.safetensors", bytes);
   io::write_file_atomic(box / "notes.txt", std::vector<uint8_t>{'h', 'i', '\n'});
+  io::write_file_atomic(box / "empty.npy", std::vector<uint8_t>{});
   const std::string before = box.listing();
   struct Case {
     std::string args, needle;
@@ -150,6 +151,7 @@ TEST(CliError, BadInputFailsCleanly) {
       {"error " + box.path("ints.safetensors"), "no floating-point tensors"},
       {"error " + box.path("trunc.safetensors"), "trunc.safetensors"},
       {"error " + box.path("notes.txt"), "neither"},
+      {"error " + box.path("empty.npy"), "magic"},
       {"error " + box.path("missing.safetensors"), "no such file"},
   };
   for (const auto& c : cases) {
