@@ -1,0 +1,35 @@
+// Layer: engine. Measures a workload's GEMMs on the local GPU for every requested recipe and mode:
+// the quantization kernels and cuBLASLt GEMMs a training step runs, timed with CUDA events.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "nibble/bench/result.hpp"
+#include "nibble/workload/gemm_list.hpp"
+
+namespace nibble::engine {
+
+struct EngineOptions {
+  std::vector<std::string> recipes;
+  std::vector<bench::Mode> modes;
+  int warmup = 3;
+  int iters = 20;
+  bool autotune = false;
+  bool flush_l2 = true;
+  // per-gemm mode uses Transformer Engine's benchmark settings: E4M3 only, fast accumulation.
+  bool te_settings_for_per_gemm = true;
+  std::string baseline = "fp8-delayed";
+  std::string command_line;
+  // Called after each (layer, recipe) with a fraction done, for a progress bar.
+  std::function<void(double, const std::string&)> progress;
+};
+
+// True when a CUDA device is present.
+bool gpu_available();
+
+// Measures; throws std::runtime_error when no GPU is present. Rows that fail (out of memory, a
+// shape cuBLASLt rejects) carry their error and the run goes on.
+bench::BenchResult run_bench(const workload::Workload& workload, const EngineOptions& options);
+
+}  // namespace nibble::engine

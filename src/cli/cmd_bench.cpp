@@ -1,0 +1,154 @@
+// `nibble bench`: measure (or, without a GPU, predict) every recipe's GEMMs of one training step.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+
+#include "command_registry.hpp"
+#include "nibble/bench/result.hpp"
+#include "nibble/predict.hpp"
+#include "nibble/report.hpp"
+#include "nibble/workload.hpp"
+#ifdef NIBBLE_WITH_ENGINE
+#include "nibble/engine.hpp"
+#endif
+
+namespace {
+
+using nibble::bench::Mode;
+
+const std::vector<std::string> kAllRecipes = {"bf16",  "fp8-delayed", "fp8-current", "fp8-block",
+                                              "mxfp8", "nvfp4",       "mxfp4",       "quartet"};
+
+struct BenchArgs {
+  nibble::workload::ModelCliOptions model;
+  nibble::workload::WorkloadOptions workload;
+  std::vector<std::string> recipes;
+  bool pre_quantize_only = false;
+  std::string mode = "step";
+  bool no_fp8 = false, no_fp4 = false;
+  std::string baseline = "fp8-delayed";
+  int iters = 20, warmup = 3;
+  std::string json, csv, html, gpu;
+  bool autotune = false;
+  bool quiet = false;
+  std::string command_line;
+};
+
+bool is_fp8(const std::string& r) { return r.rfind("fp8", 0) == 0 || r == "mxfp8"; }
+bool is_fp4(const std::string& r) { return r == "nvfp4" || r == "mxfp4" || r == "quartet"; }
+
+std::vector<std::string> chosen_recipes(const BenchArgs& a) {
+  std::vector<std::string> rs = a.recipes.empty() ? kAllRecipes : a.recipes;
+  for (const auto& r : rs) {
+    if (std::find(kAllRecipes.begin(), kAllRecipes.end(), r) == kAllRecipes.end()) {
+      throw std::invalid_argument(fmt::format("--recipes: unknown recipe '{}'; valid: {}", r,
+                                              fmt::join(kAllRecipes, ", ")));
+    }
+  }
+  std::vector<std::string> out;
+  if (std::find(rs.begin(), rs.end(), "bf16") == rs.end()) out.push_back("bf16");  // speedups need it
+  for (const auto& r : rs) {
+    if ((a.no_fp8 && is_fp8(r)) || (a.no_fp4 && is_fp4(r))) continue;
+    out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<Mode> chosen_modes(const BenchArgs& a) {
+  if (a.pre_quantize_only) return {Mode::pre_quantized};
+  if (a.mode == "all") return {Mode::pre_quantized, Mode::step, Mode::per_gemm};
+  return {Mode::pre_quantized, nibble::bench::mode_from_string(a.mode)};
+}
+
+void progress_bar(double fraction, const std::string& what) {
+  const int width = 30;
+  const int filled = static_cast<int>(fraction * width + 0.5);
+  std::fprintf(stderr, "\r[%s%s] %3d%% %-40s", std::string(filled, '#').c_str(),
+               std::string(width - filled, '.').c_str(), static_cast<int>(fraction * 100 + 0.5), what.c_str());
+  if (fraction >= 1.0) std::fprintf(stderr, "\n");
+  std::fflush(stderr);
+}
+
+int run_bench(const BenchArgs& a) {
+  nibble::report::check_output_paths({a.json, a.csv, a.html});  // before the long run
+  const auto model = nibble::workload::resolve_model(a.model);
+  const auto w = nibble::workload::derive_workload(model, a.workload);
+  const auto recipes = chosen_recipes(a);
+  const auto modes = chosen_modes(a);
+  if (std::find(recipes.begin(), recipes.end(), a.baseline) == recipes.end()) {
+    throw std::invalid_argument(fmt::format("--baseline {} is not among the recipes benchmarked ({})", a.baseline,
+                                            fmt::join(recipes, ", ")));
+  }
+  nibble::bench::BenchResult result;
+  bool measured = false;
+#ifdef NIBBLE_WITH_ENGINE
+  if (a.gpu.empty() && nibble::engine::gpu_available()) {
+    nibble::engine::EngineOptions opt;
+    opt.recipes = recipes;
+    opt.modes = modes;
+    opt.iters = a.iters;
+    opt.warmup = a.warmup;
+    opt.autotune = a.autotune;
+    opt.baseline = a.baseline;
+    opt.command_line = a.command_line;
+    if (!a.quiet) opt.progress = progress_bar;
+    result = nibble::engine::run_bench(w, opt);
+    measured = true;
+  }
+#endif
+  if (!measured) {
+    const std::string gpu = a.gpu.empty() ? "H200 SXM" : a.gpu;
+    if (a.gpu.empty()) {
+      std::fprintf(stderr, "nibble: no CUDA GPU found here: PREDICTING times for %s from the performance model "
+                           "(use --gpu NAME to pick another GPU)\n", gpu.c_str());
+    }
+    result = nibble::predict::predict_bench(w, recipes, modes, gpu);
+    result.command_line = a.command_line;
+    result.baseline_recipe = a.baseline;
+  }
+  const std::string table = nibble::report::render_terminal(result);
+  std::fwrite(table.data(), 1, table.size(), stdout);
+  if (!a.json.empty()) nibble::report::write_json(a.json, result);
+  if (!a.csv.empty()) nibble::report::write_csv(a.csv, result);
+  if (!a.html.empty()) nibble::report::write_html(a.html, result);
+  return 0;
+}
+
+std::function<int()> setup_bench(CLI::App& sub) {
+  auto a = std::make_shared<BenchArgs>();
+  nibble::workload::add_model_options(sub, a->model);
+  nibble::workload::add_workload_options(sub, a->workload);
+  sub.add_option("--recipes", a->recipes, "recipes to run (default: all): " + fmt::format("{}", fmt::join(kAllRecipes, ", ")))
+      ->delimiter(',');
+  sub.add_flag("--pre-quantize", a->pre_quantize_only, "only the pre-quantized (GEMM-only) mode");
+  sub.add_option("--mode", a->mode, "autocast attribution: step (step-faithful), per-gemm (Transformer Engine's), all")
+      ->check(CLI::IsMember({"step", "per-gemm", "all"}))
+      ->capture_default_str();
+  sub.add_flag("--no-fp8", a->no_fp8, "skip the FP8 recipes");
+  sub.add_flag("--no-fp4", a->no_fp4, "skip the FP4 recipes");
+  sub.add_option("--baseline", a->baseline, "recipe the speedups are also quoted against")->capture_default_str();
+  sub.add_option("--iters", a->iters, "timed runs per row")->check(CLI::Range(1, 100000))->capture_default_str();
+  sub.add_option("--warmup", a->warmup, "warm-up runs per row")->check(CLI::Range(0, 100000))->capture_default_str();
+  sub.add_option("--json", a->json, "write the full result as JSON");
+  sub.add_option("--csv", a->csv, "write one row per (GEMM, recipe, mode) as CSV");
+  sub.add_option("--html", a->html, "write a self-contained HTML report");
+  sub.add_option("--gpu", a->gpu, "predict for this GPU from the performance model instead of measuring");
+  sub.add_flag("--autotune", a->autotune, "time the top cuBLASLt heuristics per GEMM and keep the fastest");
+  sub.add_flag("--quiet", a->quiet, "no progress bar");
+  return [a, &sub] {
+    std::ostringstream cl;
+    cl << "nibble bench";
+    for (const auto& s : sub.remaining(true)) cl << ' ' << s;
+    a->command_line = cl.str();
+    return run_bench(*a);
+  };
+}
+
+const bool registered = nibble::cli::register_command(
+    {"bench", "benchmark (or predict) every recipe's GEMMs of one training step of a model", setup_bench});
+
+}  // namespace

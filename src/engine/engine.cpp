@@ -1,0 +1,226 @@
+#include "nibble/engine.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <stdexcept>
+
+#include "device_buffer.hpp"
+#include "layer_runner.hpp"
+#include "nibble/bench/row_from_gemm.hpp"
+#include "nibble/cuda/check.hpp"
+#include "nibble/cuda/memory.hpp"
+#include "nibble/engine/timing.hpp"
+#include "nibble/predict.hpp"
+
+namespace nibble::engine {
+namespace {
+
+using bench::Mode;
+using cuda::Pass;
+
+Pass pass_of(const std::string& p) {
+  if (p == "fprop") return Pass::fprop;
+  if (p == "dgrad") return Pass::dgrad;
+  return Pass::wgrad;
+}
+
+std::string version_string(int v) { return ::fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
+
+bench::GpuInfo to_bench_gpu(const GpuInfo& g) {
+  bench::GpuInfo out;
+  out.name = g.name;
+  out.sm_count = g.sm_count;
+  out.compute_capability = g.cc_major * 10 + g.cc_minor;
+  out.sm_clock_mhz = g.sm_clock_mhz;
+  out.memory_clock_mhz = g.memory_clock_mhz;
+  out.driver_version = version_string(g.driver_version);
+  out.cuda_version = version_string(g.runtime_version);
+  out.cublaslt_version = ::fmt::format("{}.{}.{}", g.cublaslt_version / 10000, (g.cublaslt_version / 100) % 100,
+                                     g.cublaslt_version % 100);
+  return out;
+}
+
+// Peak dense rate of the tensor-core precision a recipe's GEMM runs on, from the GPU database.
+double peak_for(const std::string& recipe, const std::string& gpu_name) {
+  try {
+    static const auto db = predict::load_gpu_database();
+    const auto& spec = predict::find_gpu(db, gpu_name.find("H200") != std::string::npos ? "H200 SXM" : gpu_name);
+    return predict::execution_for(recipe, spec).peak_tflops;
+  } catch (const std::exception&) {
+    return 0;  // unknown GPU: pct_of_peak stays NaN
+  }
+}
+
+struct LinearLayer {
+  std::string name;
+  LayerShape shape;
+  std::map<std::string, const workload::Gemm*> by_pass;
+};
+
+// Block-linear layers and the lm_head from the workload's fprop rows (T = m, I = k, O = n).
+std::vector<LinearLayer> linear_layers(const workload::Workload& w) {
+  std::vector<LinearLayer> out;
+  for (const auto& g : w.gemms) {
+    if (g.pass != "fprop" || g.layer == "attn_scores" || g.layer == "attn_values") continue;
+    LinearLayer l{g.layer + (g.role == "dense" || g.role.empty() ? "" : "/" + g.role), {g.m, g.k, g.n}, {}};
+    for (const auto& h : w.gemms) {
+      if (h.layer == g.layer && h.role == g.role) l.by_pass[h.pass] = &h;
+    }
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+}  // namespace
+
+bool gpu_available() {
+  int n = 0;
+  const bool ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+  cudaGetLastError();
+  return ok;
+}
+
+bench::BenchResult run_bench(const workload::Workload& workload, const EngineOptions& options) {
+  GpuInfo gpu;
+  if (!query_gpu(gpu)) throw std::runtime_error("no CUDA device found: use --gpu NAME to predict instead");
+  cudaStream_t stream = nullptr;
+  NIBBLE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+
+  bench::BenchResult result;
+  result.gpu = to_bench_gpu(gpu);
+  result.predicted = false;
+  result.command_line = options.command_line;
+  result.date = bench::utc_now_iso8601();
+  result.model = workload::to_json(workload);
+  result.tokens = workload.tokens;
+  result.layers = workload.layers;
+  result.baseline_recipe = options.baseline;
+
+  TimingOptions topt{options.warmup, options.iters, options.flush_l2};
+  warm_up_clocks(300, stream);
+  result.copy_bandwidth_gbs = measure_copy_bandwidth(size_t{1} << 30, topt, stream) / 1e9;
+  GpuInfo after;
+  query_gpu(after);
+  result.gpu.sm_clock_mhz = after.sm_clock_mhz;
+  result.notes.push_back(::fmt::format("device-to-device copy bandwidth measured in this run: {:.0f} GB/s (read + write)",
+                                     result.copy_bandwidth_gbs));
+  result.notes.push_back("timing: CUDA events, " + std::to_string(options.warmup) + " warm-up and " +
+                         std::to_string(options.iters) + " timed runs per row, L2 flushed between runs, median reported; "
+                         "quantization and GEMM are timed separately and summed");
+  if (options.te_settings_for_per_gemm) {
+    result.notes.push_back("per-gemm mode uses Transformer Engine's benchmark settings: E4M3 only, fast accumulation");
+  }
+
+  const auto layers = linear_layers(workload);
+  const double total_steps = static_cast<double>(layers.size() * options.recipes.size());
+  double done = 0;
+  for (const auto& layer : layers) {
+    const auto& s = layer.shape;
+    std::vector<DeviceBuffer> src;
+    LayerSources sources;
+    try {
+      src.emplace_back(s.t * s.i * 2, "X");
+      src.emplace_back(s.o * s.i * 2, "W");
+      src.emplace_back(s.t * s.o * 2, "dY");
+      fill_random_bf16(src[0].as<uint16_t>(), s.t * s.i, 1, 1.0f, stream);
+      fill_random_bf16(src[1].as<uint16_t>(), s.o * s.i, 2, 0.02f, stream);
+      fill_random_bf16(src[2].as<uint16_t>(), s.t * s.o, 3, 1e-3f, stream);
+      sources = {src[0].as<uint16_t>(), src[1].as<uint16_t>(), src[2].as<uint16_t>()};
+    } catch (const OutOfMemory& e) {
+      for (const auto& r : options.recipes)
+        for (auto m : options.modes)
+          for (const auto& [p, g] : layer.by_pass) {
+            auto row = bench::row_from_gemm(*g, r, m);
+            row.error = e.what();
+            result.rows.push_back(std::move(row));
+          }
+      continue;
+    }
+    for (const auto& recipe : options.recipes) {
+      // The LM head stays in BF16 in every recipe (SPEC section 3): it is timed in BF16 and says so.
+      const bool high_precision_layer = layer.name == "lm_head";
+      const std::string run_recipe = high_precision_layer ? "bf16" : recipe;
+      for (Mode mode : options.modes) {
+        RunnerSettings rs;
+        const bool te = mode == Mode::per_gemm && options.te_settings_for_per_gemm;
+        rs.e4m3_only = te;
+        rs.fast_accumulation_everywhere = te;
+        rs.autotune = options.autotune;
+        std::unique_ptr<LayerRunner> runner;
+        std::string setup_error;
+        try {
+          runner = make_layer_runner(run_recipe, s, sources, rs, stream);
+          runner->prepare(stream);
+          NIBBLE_CUDA_CHECK(cudaStreamSynchronize(stream));
+        } catch (const std::exception& e) {
+          setup_error = e.what();
+          runner.reset();
+          cudaGetLastError();
+        }
+        for (const char* pass_name : {"fprop", "dgrad", "wgrad"}) {
+          auto it = layer.by_pass.find(pass_name);
+          if (it == layer.by_pass.end()) continue;
+          bench::Row row = bench::row_from_gemm(*it->second, recipe, mode);
+          if (!runner) {
+            row.error = setup_error;
+            result.rows.push_back(std::move(row));
+            continue;
+          }
+          const Pass pass = pass_of(pass_name);
+          try {
+            int64_t step = 1;
+            if (bench::is_autocast(mode)) {
+              const double qbytes = runner->quant_bytes(pass, mode);
+              if (qbytes > 0) {
+                const auto q = time_on_gpu(
+                    [&](cudaStream_t st, int) { runner->quantize(pass, mode, step++, st); }, topt, stream);
+                row.quant_ms = q.median_ms;
+              }
+              row.quant_bytes = qbytes;
+            }
+            cuda::ExecutionPath path = cuda::ExecutionPath::native;
+            const auto g = time_on_gpu([&](cudaStream_t st, int) { path = runner->gemm(pass, st); }, topt, stream);
+            row.gemm = {g.median_ms, g.p10_ms, g.p90_ms, g.min_ms, g.max_ms, g.runs};
+            row.path = std::string(cuda::to_string(path));
+            bench::finish_row(row, peak_for(run_recipe, gpu.name));
+          } catch (const std::exception& e) {
+            row.error = e.what();
+            cudaGetLastError();
+          }
+          result.rows.push_back(std::move(row));
+        }
+        const std::string note = runner ? runner->note() : "";
+        if (!note.empty()) result.notes.push_back(recipe + " " + layer.name + ": " + note);
+      }
+      if (high_precision_layer && recipe != "bf16") {
+        result.notes.push_back(layer.name + " runs in BF16 under " + recipe + " (high-precision layer)");
+      }
+      done += 1;
+      if (options.progress) options.progress(done / total_steps, layer.name + " " + recipe);
+    }
+  }
+  // Memory per recipe, from the accounting of the layer shapes (one transformer block).
+  for (const auto& recipe : options.recipes) {
+    bench::MemoryUsage mu;
+    mu.recipe = recipe;
+    try {
+      for (const auto& layer : layers) {
+        if (layer.name == "lm_head") continue;
+        const auto m = cuda::linear_layer_memory(recipe, layer.shape.t, layer.shape.i, layer.shape.o);
+        mu.operand_bytes += m.activation.bytes.total() + m.weight.bytes.total() + m.gradient.bytes.total();
+        mu.saved_bytes += m.saved_for_backward;
+      }
+      size_t free_b = 0, total_b = 0;
+      NIBBLE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+      mu.peak_bytes = mu.operand_bytes;
+      result.memory.push_back(mu);
+    } catch (const std::exception&) {
+    }
+  }
+  bench::fill_bounds(result);
+  cudaStreamDestroy(stream);
+  return result;
+}
+
+}  // namespace nibble::engine

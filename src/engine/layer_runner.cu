@@ -1,0 +1,108 @@
+#include "device_buffer.hpp"
+#include "layer_runner.hpp"
+#include "tensor_quantizer.hpp"
+
+namespace nibble::engine {
+
+std::unique_ptr<LayerRunner> make_quartet_runner(const LayerShape& shape, const LayerSources& sources,
+                                                 const RunnerSettings& settings, cudaStream_t stream);
+
+namespace {
+
+using cuda::Pass;
+using bench::Mode;
+
+// Recipes whose quantization is "one source tensor -> row-wise and column-wise copies".
+class StandardLayer final : public LayerRunner {
+ public:
+  StandardLayer(const std::string& recipe, const LayerShape& s, const LayerSources& src, const RunnerSettings& st,
+                cudaStream_t stream)
+      : settings_(st) {
+    QuantizerSettings q{st.e4m3_only, st.seed};
+    x_ = make_tensor_quantizer(recipe, TensorRole::x, src.x, s.t, s.i, q, stream);
+    w_ = make_tensor_quantizer(recipe, TensorRole::w, src.w, s.o, s.i, q, stream);
+    dy_ = make_tensor_quantizer(recipe, TensorRole::dy, src.dy, s.t, s.o, q, stream);
+    const int64_t out_elems = std::max({s.t * s.o, s.t * s.i, s.i * s.o});
+    out_ = DeviceBuffer(out_elems * 2, "GEMM output");
+  }
+  void prepare(cudaStream_t stream) override {
+    x_->run(true, true, 0, stream);
+    w_->run(true, true, 0, stream);
+    dy_->run(true, true, 0, stream);
+  }
+  void quantize(Pass pass, Mode mode, int64_t step, cudaStream_t stream) override {
+    if (mode == Mode::step) {
+      if (pass == Pass::fprop) {
+        x_->run(true, true, step, stream);
+        w_->run(true, true, step, stream);
+      } else if (pass == Pass::dgrad) {
+        dy_->run(true, true, step, stream);
+      }
+    } else if (mode == Mode::per_gemm) {
+      if (pass == Pass::fprop) {
+        x_->run(true, false, step, stream);
+        w_->run(true, false, step, stream);
+      } else if (pass == Pass::dgrad) {
+        dy_->run(true, false, step, stream);
+        w_->run(false, true, step, stream);
+      } else {
+        x_->run(false, true, step, stream);
+        dy_->run(false, true, step, stream);
+      }
+    }
+  }
+  cuda::ExecutionPath gemm(Pass pass, cudaStream_t stream) override {
+    cuda::GemmOperand a, b;
+    if (pass == Pass::fprop) {
+      a = x_->rowwise();
+      b = w_->rowwise();
+    } else if (pass == Pass::dgrad) {
+      a = dy_->rowwise();
+      b = w_->colwise();
+    } else {
+      a = x_->colwise();
+      b = dy_->colwise();
+    }
+    cuda::GemmOptions opt;
+    opt.pass = pass;
+    opt.accumulation = settings_.fast_accumulation_everywhere ? cuda::Accumulation::fast
+                                                              : cuda::Accumulation::default_for_pass;
+    if (a.scale_mode == cuda::ScaleMode::vec128 || a.scale_mode == cuda::ScaleMode::blk128x128 ||
+        a.dtype == cuda::DType::bf16) {
+      opt.accumulation = cuda::Accumulation::default_for_pass;  // block modes always split; bf16 has none
+    }
+    opt.operands = x_->operands_path();
+    opt.autotune = settings_.autotune;
+    opt.stream = stream;
+    return cuda::gemm(a, b, {out_.get(), cuda::OutputDType::bf16}, opt);
+  }
+  double quant_bytes(Pass pass, Mode mode) const override {
+    if (mode == Mode::step) {
+      if (pass == Pass::fprop) return x_->bytes_moved(true, true) + w_->bytes_moved(true, true);
+      if (pass == Pass::dgrad) return dy_->bytes_moved(true, true);
+      return 0;
+    }
+    if (mode == Mode::per_gemm) {
+      if (pass == Pass::fprop) return x_->bytes_moved(true, false) + w_->bytes_moved(true, false);
+      if (pass == Pass::dgrad) return dy_->bytes_moved(true, false) + w_->bytes_moved(false, true);
+      return x_->bytes_moved(false, true) + dy_->bytes_moved(false, true);
+    }
+    return 0;
+  }
+
+ private:
+  RunnerSettings settings_;
+  std::unique_ptr<TensorQuantizer> x_, w_, dy_;
+  DeviceBuffer out_;
+};
+
+}  // namespace
+
+std::unique_ptr<LayerRunner> make_layer_runner(const std::string& recipe, const LayerShape& shape,
+                                               const LayerSources& sources, const RunnerSettings& settings,
+                                               cudaStream_t stream) {
+  if (recipe == "quartet") return make_quartet_runner(shape, sources, settings, stream);
+  return std::make_unique<StandardLayer>(recipe, shape, sources, settings, stream);
+}
+
+}  // namespace nibble::engine
