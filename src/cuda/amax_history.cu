@@ -17,7 +17,7 @@ __global__ void __launch_bounds__(kUpdateThreads)
   __shared__ uint32_t warp_part[kUpdateThreads / 32];
   uint32_t m = 0;
   for (int i = threadIdx.x; i < window; i += kUpdateThreads) {
-    // Non-finite amaxes do not count (quant::AmaxHistory never records them): one NaN step must not
+    // Non-finite amaxes count as 0 (as in quant::AmaxHistory): one NaN step must not
     // poison the next `window` scales.
     const uint32_t b = quant::abs_bits(history[i]);
     if (b < 0x7f800000u) m = quant::amax_combine_bits(m, b);

@@ -169,7 +169,7 @@ namespace {
 
 std::unique_ptr<Plan> make_plan(cublasLtHandle_t handle, const PlanKey& key, const DeviceCaps& caps,
                                 size_t workspace_bytes, int candidates, std::vector<cublasLtMatmulHeuristicResult_t>& found,
-                                const std::string& what) {
+                                const std::string& what, const void* a_scale, const void* b_scale) {
   auto plan = std::make_unique<Plan>();
   const bool fp8 = key.a_dtype != DType::bf16;
   NIBBLE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -181,6 +181,10 @@ std::unique_ptr<Plan> make_plan(cublasLtHandle_t handle, const PlanKey& key, con
     // cuBLASLt's A is our B and vice versa.
     set_attr(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, cublas_scale_mode(key.b_mode));
     set_attr(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, cublas_scale_mode(key.a_mode));
+    // The scale pointers must be set before the heuristic query: with vector and block scale modes
+    // cuBLASLt rejects a descriptor whose scale pointers are null (CUBLAS_STATUS_INVALID_VALUE).
+    set_attr(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, b_scale);
+    set_attr(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, a_scale);
   }
   const cudaDataType_t out_type = key.out == OutputDType::bf16 ? CUDA_R_16BF : CUDA_R_32F;
   NIBBLE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->layout_a, cuda_type(key.b_dtype), key.k, key.n, key.k));
@@ -291,11 +295,7 @@ ExecutionPath GemmContext::run(const GemmOperand& a, const GemmOperand& b, const
   if (it == s.plans.end()) {
     std::vector<cublasLtMatmulHeuristicResult_t> found;
     auto plan = make_plan(s.handle, key, s.caps, s.workspace_bytes, options.autotune ? options.autotune_candidates : 1,
-                          found, what);
-    if (a.dtype != DType::bf16) {  // scale pointers are set before any launch, autotune included
-      set_attr(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, b.scale);
-      set_attr(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, a.scale);
-    }
+                          found, what, a.scale, b.scale);
     if (options.autotune && found.size() > 1) {
       autotune_plan(s.handle, *plan, found, a, b, c, options.alpha, s.workspace, s.workspace_bytes, options.stream);
     }

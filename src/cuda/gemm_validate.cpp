@@ -81,7 +81,9 @@ void check_operand(const std::string& name, const GemmOperand& op, const DeviceC
          "scale (per_tensor with scale 1.0 if the data is unscaled)");
   }
   if (op.scale == nullptr) fail(name + ".scale is null: FP8 operands need a device pointer to their scales");
-  const uintptr_t scale_align = op.scale_mode == ScaleMode::per_tensor ? 4 : 16;
+  // Seen on the H200 (cuBLASLt 13.1): a per-tensor scale at an 8-byte offset makes cublasLtMatmul
+  // return NOT_SUPPORTED, so every scale pointer must be 16-byte aligned.
+  const uintptr_t scale_align = 16;
   if (const auto off = misalignment(op.scale, scale_align); off != 0) {
     fail(name + ".scale is not " + std::to_string(scale_align) + "-byte aligned (address % " +
          std::to_string(scale_align) + " = " + std::to_string(off) + ")");

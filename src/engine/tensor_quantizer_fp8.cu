@@ -57,20 +57,22 @@ class PerTensorFp8 final : public TensorQuantizer {
                cudaStream_t stream)
       : delayed_(delayed), format_(format), src_(src), rows_(rows), cols_(cols),
         row_(rows * cols, "fp8 row-wise copy"), col_(rows * cols, "fp8 column-wise copy"),
-        scalars_(3 * sizeof(float), "fp8 scale"), history_(kWindow * sizeof(float), "amax history") {
+        scalars_(3 * kSlot * sizeof(float), "fp8 scale"), history_(kWindow * sizeof(float), "amax history") {
     NIBBLE_CUDA_CHECK(cudaMemsetAsync(history_.get(), 0, history_.bytes(), stream));
-    const float init[3] = {0.0f, 1.0f, 1.0f};  // amax, s_enc, s_dec
+    float init[3 * kSlot] = {};
+    init[kScale] = 1.0f;     // s_enc
+    init[kScaleInv] = 1.0f;  // s_dec
     NIBBLE_CUDA_CHECK(cudaMemcpyAsync(scalars_.get(), init, sizeof(init), cudaMemcpyHostToDevice, stream));
   }
   void run(bool rowwise, bool colwise, int64_t step, cudaStream_t stream) override {
     cuda::Fp8Copies out{rowwise ? row_.as<uint8_t>() : nullptr, colwise ? col_.as<uint8_t>() : nullptr};
     float* s = scalars_.as<float>();
     if (delayed_) {
-      const cuda::Fp8DelayedState state{history_.as<float>(), kWindow, s + 1, s + 2};
+      const cuda::Fp8DelayedState state{history_.as<float>(), kWindow, s + kScale, s + kScaleInv};
       cuda::quantize_fp8_delayed(src_, rows_, cols_, format_, state, step, out, {}, stream);
       cuda::update_fp8_delayed_scale(state, step, format_, 0, stream);
     } else {
-      cuda::quantize_fp8_current(src_, rows_, cols_, format_, {s, s + 1, s + 2}, out,
+      cuda::quantize_fp8_current(src_, rows_, cols_, format_, {s + kAmax, s + kScale, s + kScaleInv}, out,
                                  cuda::Fp8CurrentPath::two_launch, {}, stream);
     }
   }
@@ -85,9 +87,11 @@ class PerTensorFp8 final : public TensorQuantizer {
 
  private:
   static constexpr int kWindow = 1024;
+  // amax, s_enc and s_dec each in their own 16-byte slot: cuBLASLt wants 16-byte aligned scales.
+  static constexpr int kSlot = 4, kAmax = 0, kScale = kSlot, kScaleInv = 2 * kSlot;
   GemmOperand op(const void* data, int64_t r, int64_t k) const {
     return {data, format_ == quant::ElementFormat::e5m2 ? DType::e5m2 : DType::e4m3, r, k, ScaleMode::per_tensor,
-            scalars_.as<float>() + 2};
+            scalars_.as<float>() + kScaleInv};
   }
   bool delayed_;
   quant::ElementFormat format_;

@@ -33,8 +33,9 @@ float AmaxHistory::encode_scale(float fmax) const {
 }
 
 void AmaxHistory::record(float amax) {
-  if (!is_finite(amax)) return;
-  values_[static_cast<size_t>(next_)] = amax;
+  // A non-finite step still takes its slot (the window counts steps, as the GPU ring does) but
+  // contributes nothing, so one NaN step cannot poison the next `window` scales.
+  values_[static_cast<size_t>(next_)] = is_finite(amax) ? amax : 0.0f;
   next_ = (next_ + 1) % static_cast<int64_t>(values_.size());
   filled_ = std::min<int64_t>(filled_ + 1, static_cast<int64_t>(values_.size()));
 }

@@ -138,7 +138,7 @@ TEST(QuantizeFp8PerTensor, CurrentScalingBothPaths) {
 }
 
 // Several steps of delayed scaling against a host simulation of quant::AmaxHistory's contract:
-// quantize with the scale from the previous `window` finite amaxes, then record this step's.
+// quantize with the scale from the previous `window` steps' finite amaxes, then record this step's.
 TEST(QuantizeFp8PerTensor, DelayedScalingOverSteps) {
   NIBBLE_REQUIRE_GPU();
   auto rng = fresh_rng();
@@ -166,7 +166,7 @@ TEST(QuantizeFp8PerTensor, DelayedScalingOverSteps) {
     SCOPED_TRACE(::testing::Message() << "step " << step);
     expect_copies("delayed", reference_cast(x, rows, cols, f, host_scale, SrKey{}), row, col, x, rows, cols);
     const float a = host_amax(x);
-    if (nq::is_finite(a)) host_hist.push_back(a);
+    host_hist.push_back(nq::is_finite(a) ? a : 0.0f);  // the window counts steps; NaN contributes 0
     if (static_cast<int>(host_hist.size()) > window) host_hist.pop_front();
     float m = 0.0f;
     for (float v : host_hist) m = std::max(m, v);

@@ -1,7 +1,8 @@
 // Delayed scaling state for fp8-delayed (SPEC 2): the amaxes of the last `window` steps.
 // s_enc = fmax * 2^-margin / max(history); an empty history or a zero max gives 1.
 // Quantizing with delayed scaling uses the scale from the history and THEN records this step's
-// amax (non-finite amaxes are not recorded: one NaN step must not poison 1024 later ones).
+// amax. The window counts steps; a non-finite amax takes its step's slot as 0, so one NaN step
+// cannot poison the 1024 later ones (the GPU ring in cuda/quantize_fp8.hpp does the same).
 #pragma once
 #include <cstdint>
 #include <vector>
