@@ -26,9 +26,19 @@ class StandardLayer final : public LayerRunner {
     out_ = DeviceBuffer(out_elems * 2, "GEMM output");
   }
   void prepare(cudaStream_t stream) override {
-    x_->run(true, true, 0, stream);
-    w_->run(true, true, 0, stream);
-    dy_->run(true, true, 0, stream);
+    for (auto* q : {x_.get(), w_.get(), dy_.get()}) {
+      q->run(true, true, 0, stream);
+      q->settle(stream);
+      if (q->bytes_moved(true, true) > 0) q->run(true, true, 0, stream);  // at the settled choice
+    }
+  }
+  std::string note() const override {
+    std::string out;
+    for (auto* q : {x_.get(), w_.get(), dy_.get()}) {
+      const std::string n = q->note();
+      if (!n.empty()) out += (out.empty() ? "" : "; ") + n;
+    }
+    return out;
   }
   void quantize(Pass pass, Mode mode, int64_t step, cudaStream_t stream) override {
     if (mode == Mode::step) {
@@ -72,6 +82,11 @@ class StandardLayer final : public LayerRunner {
       opt.accumulation = cuda::Accumulation::default_for_pass;  // block modes always split; bf16 has none
     }
     opt.operands = x_->operands_path();
+    // Re-encoded MXFP4 is exact only with split (FP32-promoted) accumulation; fast accumulation is
+    // what Transformer Engine's settings ask for and the GEMM then labels it approximate.
+    if (opt.operands == cuda::ExecutionPath::emulated_exact_fp8 && !settings_.fast_accumulation_everywhere) {
+      opt.accumulation = cuda::Accumulation::split;
+    }
     opt.autotune = settings_.autotune;
     opt.stream = stream;
     return cuda::gemm(a, b, {out_.get(), cuda::OutputDType::bf16}, opt);

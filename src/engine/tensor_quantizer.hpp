@@ -30,6 +30,9 @@ class TensorQuantizer {
   virtual cuda::ExecutionPath operands_path() const = 0;
   // Bytes read + written by run() (for the bandwidth bound of the autocast rows).
   virtual double bytes_moved(bool rowwise, bool colwise) const = 0;
+  // After a first run(true, true): settle data-dependent choices (e.g. the re-encoding granularity).
+  virtual void settle(cudaStream_t) {}
+  virtual std::string note() const { return {}; }
 };
 
 // bf16, fp8-current, fp8-delayed, fp8-block, mxfp8 (and the FP4 recipes once wired). Throws

@@ -1,15 +1,126 @@
-// TensorQuantizer for mxfp4 and nvfp4 (placeholder until the FP4 kernels land).
+// TensorQuantizer for mxfp4 (exact E4M3 re-encoding for an FP8 GEMM) and nvfp4 (exact BF16 decode
+// for a BF16 GEMM: Hopper has no FP4 tensor cores).
 #include <stdexcept>
 
+#include "device_buffer.hpp"
+#include "nibble/cuda/quantize_fp4.hpp"
+#include "nibble/cuda/quantize_nvfp4.hpp"
+#include "reencoded_operand.hpp"
 #include "tensor_quantizer.hpp"
 
 namespace nibble::engine {
+namespace {
 
-std::unique_ptr<TensorQuantizer> make_fp4_tensor_quantizer(const std::string& recipe, TensorRole, const uint16_t*,
-                                                           int64_t, int64_t, const QuantizerSettings&, cudaStream_t) {
-  throw std::invalid_argument("recipe '" + recipe +
-                              "' is not available in the GPU engine (valid: bf16, fp8-delayed, fp8-current, "
-                              "fp8-block, mxfp8, nvfp4, mxfp4, quartet)");
+using cuda::ExecutionPath;
+using cuda::GemmOperand;
+
+// MXFP4 (OCP scale rule, round-to-nearest): quantize, then re-encode exactly into E4M3. The
+// column-wise copy quantizes the transposed tensor: the MXFP4 kernel is row-wise only, so the
+// transpose is a timed BF16 pass (counted in bytes_moved).
+class Mxfp4Reencoded final : public TensorQuantizer {
+ public:
+  Mxfp4Reencoded(const uint16_t* src, int64_t rows, int64_t cols)
+      : src_(src), rows_(rows), cols_(cols), row_q_(rows, cols, false, "mxfp4 row-wise"),
+        col_q_(cols, rows, false, "mxfp4 column-wise"), t_(rows * cols * 2, "mxfp4 transposed input"),
+        row_(rows, cols, "mxfp4 row-wise"), col_(cols, rows, "mxfp4 column-wise") {}
+  void run(bool rowwise, bool colwise, int64_t, cudaStream_t stream) override {
+    if (rowwise) {
+      cuda::quantize_mxfp4(src_, cuda::Fp4DenseType::bf16, rows_, cols_, quant::MxScaleRule::ocp, {}, row_q_.planes(),
+                           stream);
+      row_.run(row_q_.const_planes(), stream);
+    }
+    if (colwise) {
+      transpose_bf16(src_, rows_, cols_, t_.as<uint16_t>(), stream);
+      cuda::quantize_mxfp4(t_.get(), cuda::Fp4DenseType::bf16, cols_, rows_, quant::MxScaleRule::ocp, {},
+                           col_q_.planes(), stream);
+      col_.run(col_q_.const_planes(), stream);
+    }
+  }
+  void settle(cudaStream_t stream) override {
+    row_.settle(stream);
+    col_.settle(stream);
+  }
+  std::string note() const override { return row_.note() + "; " + col_.note(); }
+  GemmOperand rowwise() const override { return row_.operand(); }
+  GemmOperand colwise() const override { return col_.operand(); }
+  ExecutionPath operands_path() const override { return ExecutionPath::emulated_exact_fp8; }
+  double bytes_moved(bool rowwise, bool colwise) const override {
+    const double n = static_cast<double>(rows_) * cols_;
+    const double quant = n * (2 + 0.5 + 1.0 / 32);  // read BF16, write codes + scales
+    return (rowwise ? quant + row_.bytes_moved() : 0) + (colwise ? 4 * n + quant + col_.bytes_moved() : 0);
+  }
+
+ private:
+  const uint16_t* src_;
+  int64_t rows_, cols_;
+  Mxfp4Buffers row_q_, col_q_;
+  DeviceBuffer t_;
+  ReencodedOperand row_, col_;
+};
+
+// NVFP4 on Hopper: quantize (16x16 blocks for W, 1x16 otherwise; RHT on the wgrad copies; stochastic
+// rounding for dY), then decode exactly to BF16 (without the FP32 global scales, which a BF16 GEMM
+// applies through alpha) for a BF16 GEMM.
+class Nvfp4Emulated final : public TensorQuantizer {
+ public:
+  Nvfp4Emulated(TensorRole role, const uint16_t* src, int64_t rows, int64_t cols, uint64_t seed)
+      : src_(src), rows_(rows), cols_(cols), block_rows_(role == TensorRole::w ? 16 : 1), seed_(seed),
+        codes_row_(rows * cols / 2, "nvfp4 row-wise codes"), codes_col_(rows * cols / 2, "nvfp4 column-wise codes"),
+        scales_row_(rows * cols / 16, "nvfp4 row-wise scales"), scales_col_(rows * cols / 16, "nvfp4 column-wise scales"),
+        globals_(64, "nvfp4 global scales"), row_bf16_(rows * cols * 2, "nvfp4 decoded rows"),
+        col_bf16_(rows * cols * 2, "nvfp4 decoded columns") {
+    opt_.block_rows = block_rows_;
+    opt_.rounding = {role == TensorRole::dy, seed, quant::kStreamNvfp4};
+    opt_.rowwise_rht = false;
+    // The RHT belongs to the wgrad operands: the column-wise copies of X and dY, not W^T (dgrad).
+    opt_.colwise_rht = role != TensorRole::w;
+  }
+  void run(bool rowwise, bool colwise, int64_t step, cudaStream_t stream) override {
+    opt_.rounding.seed = seed_ + static_cast<uint64_t>(step);  // fresh random bits per step
+    cuda::Nvfp4Planes r{rowwise ? codes_row_.as<uint8_t>() : nullptr, scales_row_.as<uint8_t>(), globals_.as<float>()};
+    cuda::Nvfp4Planes c{colwise ? codes_col_.as<uint8_t>() : nullptr, scales_col_.as<uint8_t>(),
+                        globals_.as<float>() + 4};
+    cuda::quantize_nvfp4(src_, cuda::Fp4DenseType::bf16, rows_, cols_, opt_, r, c, stream);
+    if (rowwise) {
+      cuda::decode_nvfp4_bf16({codes_row_.as<uint8_t>(), scales_row_.as<uint8_t>()}, rows_, cols_, block_rows_,
+                              row_bf16_.as<uint16_t>(), stream);
+    }
+    if (colwise) {
+      cuda::decode_nvfp4_bf16({codes_col_.as<uint8_t>(), scales_col_.as<uint8_t>()}, cols_, rows_, block_rows_,
+                              col_bf16_.as<uint16_t>(), stream);
+    }
+  }
+  GemmOperand rowwise() const override {
+    return {row_bf16_.get(), cuda::DType::bf16, rows_, cols_, cuda::ScaleMode::none, nullptr};
+  }
+  GemmOperand colwise() const override {
+    return {col_bf16_.get(), cuda::DType::bf16, cols_, rows_, cuda::ScaleMode::none, nullptr};
+  }
+  ExecutionPath operands_path() const override { return ExecutionPath::emulated_exact_bf16; }
+  double bytes_moved(bool rowwise, bool colwise) const override {
+    const double n = static_cast<double>(rows_) * cols_;
+    const double copies = (rowwise ? 1 : 0) + (colwise ? 1 : 0);
+    // two passes over the BF16 input (global amax, then encode), codes + scales out, decode to BF16
+    return 2 * n * 2 + copies * n * (0.5 + 1.0 / 16) * 2 + copies * n * 2;
+  }
+
+ private:
+  const uint16_t* src_;
+  int64_t rows_, cols_, block_rows_;
+  uint64_t seed_;
+  cuda::Nvfp4Options opt_;
+  DeviceBuffer codes_row_, codes_col_, scales_row_, scales_col_, globals_, row_bf16_, col_bf16_;
+};
+
+}  // namespace
+
+std::unique_ptr<TensorQuantizer> make_fp4_tensor_quantizer(const std::string& recipe, TensorRole role,
+                                                           const uint16_t* src, int64_t rows, int64_t cols,
+                                                           const QuantizerSettings& settings, cudaStream_t) {
+  if (recipe == "mxfp4") return std::make_unique<Mxfp4Reencoded>(src, rows, cols);
+  if (recipe == "nvfp4") return std::make_unique<Nvfp4Emulated>(role, src, rows, cols, settings.seed);
+  throw std::invalid_argument("unknown recipe '" + recipe +
+                              "' (valid: bf16, fp8-delayed, fp8-current, fp8-block, mxfp8, nvfp4, mxfp4, quartet)");
 }
 
 }  // namespace nibble::engine

@@ -1,0 +1,48 @@
+// An MXFP4 operand made GEMM-ready on Hopper: re-encoded exactly into E4M3 with one power-of-two
+// scale per row (OUTER_VEC) or, when some row's block exponents spread over more than 14 binades,
+// per 1x128 group (VEC128). The granularity is settled once from the device violation counters
+// (never flushed silently); `note()` says which one ran and why.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "device_buffer.hpp"
+#include "nibble/cuda/gemm.hpp"
+#include "nibble/cuda/reencode.hpp"
+
+namespace nibble::engine {
+
+class ReencodedOperand {
+ public:
+  ReencodedOperand(int64_t rows, int64_t cols, const std::string& what);
+  // Re-encodes `in` [rows, cols] at the current granularity (counting violations).
+  void run(cuda::Mxfp4ConstPlanes in, cudaStream_t stream);
+  // Reads the counters of the last run (synchronizes) and moves to the coarsest exact granularity.
+  // Throws std::runtime_error when even 1x128 groups are not exact.
+  void settle(cudaStream_t stream);
+  cuda::GemmOperand operand() const;
+  double bytes_moved() const { return static_cast<double>(rows_) * cols_ * (0.5 + 1.0 / 32 + 1.0); }
+  std::string note() const { return note_; }
+
+ private:
+  int64_t rows_, cols_;
+  std::string what_;
+  cuda::ReencodeGranularity granularity_ = cuda::ReencodeGranularity::row;
+  DeviceBuffer e4m3_, scales_, counters_;
+  std::string note_;
+};
+
+// The four device planes of one MXFP4 copy (codes, E8M0 scales, optional trust mask).
+struct Mxfp4Buffers {
+  DeviceBuffer codes, scales, mask;
+  Mxfp4Buffers(int64_t rows, int64_t cols, bool with_mask, const std::string& what)
+      : codes(rows * cols / 2, what + " codes"), scales(rows * cols / 32, what + " scales"),
+        mask(with_mask ? rows * cols / 8 : 0, what + " mask") {}
+  cuda::Mxfp4Planes planes() const { return {codes.as<uint8_t>(), scales.as<uint8_t>(), mask.as<uint8_t>()}; }
+  cuda::Mxfp4ConstPlanes const_planes() const {
+    return {codes.as<uint8_t>(), scales.as<uint8_t>(), mask.as<uint8_t>()};
+  }
+};
+
+}  // namespace nibble::engine
