@@ -26,8 +26,8 @@ for b in "${ARGS[@]}"; do
     kernels) for x in build-gpu/bench/gpu_quant_*_bench; do [ -x "$x" ] && timeout 120 "$x" --json "$OUT/$(basename "$x").json" 2>&1 | tail -30; done ;;
     gemm) [ -x build-gpu/bench/gpu_gemm_bench ] && timeout 200 build-gpu/bench/gpu_gemm_bench --json "$OUT/gemm.json" 2>&1 | tail -30 ;;
     bench) timeout 300 build-gpu/nibble bench --quiet --json "$OUT/bench.json" --html "$OUT/bench.html" --csv "$OUT/bench.csv" 2>&1 | tail -80 ;;
-    triton) python3 bench/triton_dot_scaled_mxfp4.py --json "$OUT/triton.json" 2>&1 | tail -20 ;;
-    torch) for p in bench/torch_compile_*.py; do python3 "$p" --json "$OUT/$(basename "$p" .py).json" 2>&1 | tail -15; done ;;
+    triton) timeout 150 python3 bench/triton_dot_scaled_mxfp4.py --json "$OUT/triton.json" 2>&1 | tail -20 ;;
+    torch) for p in bench/torch_compile_*.py; do timeout 150 python3 "$p" --json "$OUT/$(basename "$p" .py).json" 2>&1 | tail -15; done ;;
   esac
 done
 echo "total: $(( $(date +%s) - start )) s"
