@@ -10,6 +10,7 @@
 // order-independent amax of quant/amax.hpp); pass 2 re-reads x, rotates and encodes; a one-thread
 // kernel finally turns the amax bits into the FP32 global scales.
 #include "fp4_kernel_io.cuh"
+#include "nibble/cuda/e2m1_fast_math.hpp"
 #include "nibble/cuda/quantize_nvfp4.hpp"
 #include "nibble/quant/hadamard.hpp"
 #include "nibble/quant/scale_rules.hpp"
@@ -53,9 +54,14 @@ __device__ __forceinline__ float global_scale_of(const uint32_t* amax_bits) {
 __device__ __forceinline__ void encode_group(const float* v, uint8_t block_code, float s_global, const quant::SrKey& key,
                                              uint64_t first_index, uint8_t* dst) {
   uint32_t w[2] = {0, 0};
+  // Nearest: quant::nvfp4_encode_element's arithmetic with the threshold encoder, proven equal to
+  // fmt::encode_e2m1 on all 2^32 inputs (e2m1_fast_math.hpp). Stochastic: the reference function.
+  const float denom = fmt::decode_ue4m3(block_code) * s_global;
 #pragma unroll
   for (int j = 0; j < 16; ++j) {
-    const uint8_t c = quant::nvfp4_encode_element(v[j], block_code, s_global, key, first_index + j);
+    const uint8_t c = key.enabled ? quant::nvfp4_encode_element(v[j], block_code, s_global, key, first_index + j)
+                      : denom == 0.0f ? uint8_t{0}
+                                      : encode_e2m1_fast(v[j] / denom);
     w[j / 8] |= static_cast<uint32_t>(c & 0xF) << (4 * (j % 8));
   }
   *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
@@ -200,6 +206,10 @@ const char* quantize_nvfp4(const void* x, Fp4DenseType type, int64_t rows, int64
   fp4::check_aligned(fn, "x", x);
   check_copy(fn, "rowwise", rowwise);
   check_copy(fn, "colwise", colwise);
+  if (rowwise.codes && colwise.codes && rowwise.global_scale == colwise.global_scale) {
+    throw std::invalid_argument(std::string(fn) + ": rowwise.global_scale and colwise.global_scale are the same address; "
+                                "each copy has its own global scale, pass two floats");
+  }
 
   Params p;
   p.rows = rows;
