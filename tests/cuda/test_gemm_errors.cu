@@ -94,7 +94,8 @@ TEST(GemmErrors, PlansAreCachedAndAutotuneStaysCorrect) {
   NIBBLE_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<uint8_t> got(c.bytes());
   NIBBLE_CUDA_CHECK(cudaMemcpy(got.data(), c.get(), c.bytes(), cudaMemcpyDeviceToHost));
-  const auto cmp = compare(got, nc::OutputDType::bf16, reference(ha, hb, 1.0), 0x1p-14);
+  // FP8 tensor cores keep ~13-14 bits inside each promotion interval (see test_gemm_accuracy.cu).
+  const auto cmp = compare(got, nc::OutputDType::bf16, reference(ha, hb, 1.0), 0x1p-9);
   EXPECT_EQ(cmp.non_finite, 0);
   EXPECT_LE(cmp.worst_bound_ratio, 1.0) << report.description << " algorithm " << report.algorithm_index;
   EXPECT_EQ(report.accumulation, nc::Accumulation::split);
