@@ -1,0 +1,26 @@
+"""nibble: FP8/FP4 transformer-training recipes (SPEC 2-3) for Python.
+
+`nibble._C` is the compiled extension (nanobind; CPU reference, plus CUDA kernels when built with CUDA).
+`nibble.torch` holds the PyTorch layer (`Linear`, `convert`). The extension is found next to this file
+(installed package) or, in a build tree, in $NIBBLE_BUILD_DIR/python/nibble (set by
+scripts/python_test.sh), so `PYTHONPATH=python NIBBLE_BUILD_DIR=build ...` works without installing.
+"""
+import os as _os
+
+_build = _os.environ.get("NIBBLE_BUILD_DIR")
+if _build:
+    __path__.append(_os.path.join(_os.path.abspath(_build), "python", "nibble"))  # noqa: F821
+
+__all__ = ["load_extension"]
+
+
+def load_extension():
+    """Return nibble._C, or raise ImportError saying how to build it."""
+    try:
+        from . import _C
+    except ImportError as e:
+        raise ImportError(
+            "nibble._C is not built: configure with -DNIBBLE_PYTHON=ON "
+            "-DPython_EXECUTABLE=$(which python3), build target nibble_python_ext, and set "
+            "NIBBLE_BUILD_DIR=<build folder> (or run scripts/python_test.sh). Cause: " + str(e)) from e
+    return _C
