@@ -72,6 +72,13 @@ struct Calibration {
   std::string gpu;           // the GPU the observations were measured on
   std::vector<Observation> observations;
   double quant_bandwidth_fraction = 0.95;  // quantizer throughput / copy bandwidth
+  // Per recipe, when measured: the quantization kernels of the recipes differ widely (fused FP8
+  // casts run near copy speed, the FP4/Quartet kernels far below), so one fraction cannot fit all.
+  std::map<std::string, double> quant_fraction_by_recipe;
+  double quant_fraction(const std::string& recipe) const {
+    const auto it = quant_fraction_by_recipe.find(recipe);
+    return it == quant_fraction_by_recipe.end() ? quant_bandwidth_fraction : it->second;
+  }
   std::map<std::string, double> efficiency;  // filled by fit()
   std::vector<std::string> notes;            // e.g. families borrowed from another
 };

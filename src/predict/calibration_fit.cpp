@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <set>
 #include <stdexcept>
 
@@ -152,9 +153,17 @@ Calibration load_calibration(const std::string& path) {
   return c;
 }
 
+// Our own H200 measurement (a `nibble bench --json` result kept in data/calibration/) when present;
+// otherwise the SPEC section 8 reference numbers.
 Calibration default_calibration() {
-  static const Calibration c =
-      load_calibration((workload::data_dir() / "calibration" / "h200-spec-reference.json").string());
+  static const Calibration c = [] {
+    const auto measured = workload::data_dir() / "calibration" / "h200-nibble-bench-2026-12-02.json";
+    if (std::ifstream(measured).good()) {
+      const bench::BenchResult r = bench::read_result_file(measured.string());
+      return calibration_from_result(r, find_gpu(load_gpu_database(), r.gpu.name));
+    }
+    return load_calibration((workload::data_dir() / "calibration" / "h200-spec-reference.json").string());
+  }();
   return c;
 }
 
@@ -166,6 +175,7 @@ Calibration calibration_from_result(const bench::BenchResult& measured, const Gp
   c.label = fmt::format("measured: {} {} ({})", measured.gpu.name, measured.date, measured.command_line);
   c.gpu = gpu.name;
   double bytes = 0, seconds = 0;
+  std::map<std::string, std::pair<double, double>> per_recipe;  // model bytes, measured seconds
   std::set<std::string> skipped;
   for (const auto& r : measured.rows) {
     if (!r.ok()) continue;
@@ -179,13 +189,20 @@ Calibration calibration_from_result(const bench::BenchResult& measured, const Gp
     if (r.mode == bench::Mode::pre_quantized && r.gemm.median_ms > 0)
       c.observations.push_back({family, {{r.m, r.k, r.n, 1}}, r.gemm.median_ms,
                                 fmt::format("{} {} {} {}x{}x{}", r.recipe, r.layer, r.pass, r.m, r.k, r.n)});
-    if (bench::is_autocast(r.mode) && r.quant_bytes > 0 && r.quant_ms > 0) {
-      bytes += r.quant_bytes * double(r.count);
-      seconds += r.quant_ms * 1e-3 * double(r.count);
+    if (bench::is_autocast(r.mode) && r.quant_ms > 0) {
+      // The model's byte count (what a prediction divides by the bandwidth), not the engine's.
+      const double b = quant_bytes(r.recipe, r.pass, r.mode, Shape{r.m, r.k, r.n, 1}, gpu) * double(r.count);
+      const double t = r.quant_ms * 1e-3 * double(r.count);
+      bytes += b;
+      seconds += t;
+      per_recipe[r.recipe].first += b;
+      per_recipe[r.recipe].second += t;
     }
   }
   const double copy = measured.copy_bandwidth_gbs > 0 ? measured.copy_bandwidth_gbs : gpu.copy_bandwidth_gbs();
   if (seconds > 0) c.quant_bandwidth_fraction = bytes / seconds / (copy * 1e9);
+  for (const auto& [recipe, bt] : per_recipe)
+    if (bt.second > 0 && bt.first > 0) c.quant_fraction_by_recipe[recipe] = bt.first / bt.second / (copy * 1e9);
   fit(c, gpu);
   for (const auto& r : skipped) c.notes.push_back(fmt::format("recipe '{}' skipped: not in the model", r));
   return c;

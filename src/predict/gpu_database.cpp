@@ -73,6 +73,12 @@ std::vector<GpuSpec> load_gpu_database() { return load_gpu_database((workload::d
 const GpuSpec& find_gpu(const std::vector<GpuSpec>& gpus, std::string_view name) {
   for (const auto& g : gpus)
     if (squash(g.name) == squash(name)) return g;
+  // What the CUDA runtime reports: "NVIDIA H200" is the SXM part ("NVIDIA H200 NVL" the NVL one).
+  std::string_view bare = name;
+  if (bare.rfind("NVIDIA ", 0) == 0) bare.remove_prefix(7);
+  for (const std::string& candidate : {std::string(bare), std::string(bare) + " SXM"})
+    for (const auto& g : gpus)
+      if (squash(g.name) == squash(candidate)) return g;
   std::string known;
   for (const auto& g : gpus) known += (known.empty() ? "" : ", ") + g.name;
   throw std::invalid_argument(fmt::format("GPU '{}' is not in the database; known GPUs: {}", name, known));

@@ -37,7 +37,6 @@ bench::BenchResult predict_bench(const workload::Workload& w, const std::vector<
   out.notes.push_back(fmt::format("PREDICTED by nibble's performance model for {} ({}); calibration: {}",
                                   gpu.name, gpu.source, calibration.label));
   for (const auto& n : calibration.notes) out.notes.push_back("calibration: " + n);
-  const double quant_bw = out.copy_bandwidth_gbs * 1e9 * calibration.quant_bandwidth_fraction;
 
   for (bench::Mode mode : modes)
     for (const std::string& recipe : recipes)
@@ -51,7 +50,7 @@ bench::BenchResult predict_bench(const workload::Workload& w, const std::vector<
         const double ms = gemm_ms(shape, exec, gpu, efficiency_of(calibration, exec.family));
         row.gemm = {ms, ms, ms, ms, ms, 0};
         row.quant_bytes = quantized ? quant_bytes(recipe, g.pass, mode, shape, gpu) : 0;
-        row.quant_ms = row.quant_bytes / quant_bw * 1e3;
+        row.quant_ms = row.quant_bytes / (out.copy_bandwidth_gbs * 1e9 * calibration.quant_fraction(recipe)) * 1e3;
         row.path = std::string(bench::path::predicted);
         row.predicted_path = exec.path;
         bench::finish_row(row, exec.peak_tflops);

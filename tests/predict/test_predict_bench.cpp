@@ -91,7 +91,9 @@ TEST(Calibration, RefitFromAMeasuredResultRecoversTheEfficiency) {
   const Calibration after = calibration_from_result(measured, h200);
   for (const char* fam : {"bf16", "fp8-tensor", "fp8-rowwise"})
     EXPECT_NEAR(efficiency_of(after, fam), efficiency_of(before, fam) / slow, 0.01 * efficiency_of(before, fam)) << fam;
-  EXPECT_NEAR(after.quant_bandwidth_fraction, before.quant_bandwidth_fraction / 1.25, 1e-6);
+  for (const char* recipe : {"fp8-delayed", "quartet"})
+    EXPECT_NEAR(after.quant_fraction(recipe), before.quant_fraction(recipe) / 1.25, 1e-6 * before.quant_fraction(recipe))
+        << recipe;
   PredictOptions opt;
   opt.calibration = &after;
   const auto again = predict_bench(codonfm(), {"bf16", "fp8-delayed", "quartet"}, {Mode::pre_quantized, Mode::step},
