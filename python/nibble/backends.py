@@ -1,0 +1,113 @@
+"""The two ways nibble.torch quantizes: the compiled CPU reference (nibble._C) and the torch emulation.
+
+Both expose the same small interface, returning tensors on the input's device:
+  plain(x, recipe, role, seed, history, rht)      -> values in the GEMM's domain (rotated where rht)
+  quartet_forward(x)                               -> (values in the rotated domain, bool trust mask)
+  quartet_backward(x, seed, stochastic)            -> rotated, 3/4-prescaled values
+  quartet_epilogue(g, mask)                        -> inverse rotation of (g * 16/9 masked)
+`path` names what produced the numbers ("cpu-reference" or "torch-emulated").
+"""
+import numpy as np
+import torch
+
+from . import emulate
+
+PER_TENSOR = ("bf16", "fp8-delayed", "fp8-current")
+FP8_FMAX = {"x": 448.0, "w": 448.0, "dy": 57344.0}  # hybrid: E5M2 for gradients
+
+
+def _np(t):
+    return t.detach().to("cpu", torch.float32).contiguous().numpy()
+
+
+class ReferenceBackend:
+    """nibble's CPU reference through nibble._C (host copies for non-CPU tensors)."""
+    path = "cpu-reference"
+
+    def __init__(self, ext, options):
+        self.ext, self.o = ext, options
+
+    def _back(self, a, like):
+        return torch.from_numpy(np.array(a, copy=True)).to(like.device)
+
+    def plain(self, x, recipe, role, seed, history=None, rht=False):
+        d = self.ext.quantize(_np(x), recipe, role, seed=seed, rounding="by-recipe",
+                              mx_scale_rule=self.o["mx_scale_rule"], nvfp4_rht=rht, margin=self.o["margin"],
+                              amax_history=None if history is None else _np(history.reshape(1, -1))[0],
+                              window=self.o["window"])
+        return self._back(d["values"], x), float(d["amax"]), d["produced_by"]
+
+    def quartet_forward(self, x):
+        d = self.ext.quantize(_np(x), "quartet", "x", hadamard_size=self.o["hadamard_size"],
+                              rotate=self.o["rotate"], forward_quantizer=self.o["forward_quantizer"])
+        return self._back(d["values"], x), self._back(d["mask"], x).bool(), d["produced_by"]
+
+    def quartet_backward(self, x, seed, stochastic):
+        d = self.ext.quantize(_np(x), "quartet", "dy", seed=seed, hadamard_size=self.o["hadamard_size"],
+                              rotate=self.o["rotate"], rounding="stochastic" if stochastic else "nearest")
+        return self._back(d["values"], x), d["produced_by"]
+
+    def quartet_epilogue(self, g, mask):
+        if not self.o["rotate"]:
+            return g * self.ext.quartet_gemm_rescale * mask
+        out = self.ext.quartet_epilogue(_np(g), mask.to("cpu", torch.uint8).contiguous().numpy(),
+                                        self.o["hadamard_size"])
+        return self._back(out, g)
+
+
+class EmulatedBackend:
+    """The same rules as torch ops, so CUDA tensors stay on the GPU (close to, not bit-equal to, the reference)."""
+    path = "torch-emulated"
+
+    def __init__(self, options):
+        self.o = options
+
+    def _gen(self, seed, device):
+        g = torch.Generator(device=device)
+        g.manual_seed(seed & ((1 << 63) - 1))
+        return g
+
+    def plain(self, x, recipe, role, seed, history=None, rht=False):
+        x = x.float()
+        amax = float(x.abs().max()) if recipe == "fp8-delayed" else 0.0
+        dy = role == "dy"
+        if recipe == "bf16":
+            v = x.to(torch.bfloat16).float()
+        elif recipe in ("fp8-delayed", "fp8-current"):
+            fmt = "e5m2" if dy else "e4m3"
+            hist_max = amax if (recipe == "fp8-current" or history is None or history.numel() == 0) \
+                else float(history.max())
+            margin = 0 if recipe == "fp8-current" else self.o["margin"]
+            s = emulate.per_tensor_encode_scale(FP8_FMAX[role], torch.tensor(hist_max if recipe != "fp8-current"
+                                                                             else float(x.abs().max())), margin)
+            v = emulate.quantize_fp8_per_tensor(x, fmt, s.to(x.device))
+        elif recipe == "fp8-block":
+            v = emulate.quantize_fp8_block(x, 128 if role == "w" else 1)
+        elif recipe in ("mxfp8", "mxfp4"):
+            v = emulate.quantize_mx(x, "e4m3" if recipe == "mxfp8" else "e2m1", self.o["mx_scale_rule"])
+        elif recipe == "nvfp4":
+            v = emulate.quantize_nvfp4(x, 16 if role == "w" else 1, stochastic=dy,
+                                       generator=self._gen(seed, x.device) if dy else None, rht=rht)
+        else:
+            raise ValueError(f"recipe {recipe!r} has no plain quantizer; valid: bf16, fp8-delayed, fp8-current, "
+                             "fp8-block, mxfp8, mxfp4, nvfp4")
+        return v, amax, f"torch-emulated {recipe} role {role}"
+
+    def quartet_forward(self, x):
+        v, m = emulate.quest_forward(x.float(), self.o["hadamard_size"], self.o["rotate"],
+                                     self.o["forward_quantizer"])
+        return v, m, "torch-emulated quartet forward"
+
+    def _signs(self, seed, device):
+        return emulate.random_signs(self.o["hadamard_size"], self._gen(seed, "cpu"), device)
+
+    def quartet_backward(self, x, seed, stochastic):
+        v = emulate.quartet_backward(x.float(), self._signs(seed, x.device), self.o["hadamard_size"],
+                                     self.o["rotate"], stochastic, self._gen(seed + 1, x.device))
+        return v, "torch-emulated quartet backward"
+
+    def quartet_epilogue(self, g, mask):
+        out = (g * emulate.QUARTET_RESCALE) * mask
+        if self.o["rotate"]:
+            out = emulate.rotate(out, emulate.hadamard_matrix(self.o["hadamard_size"], None, g.device), inverse=True)
+        return out

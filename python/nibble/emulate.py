@@ -1,0 +1,176 @@
+"""Recipe quantizers written with torch tensor ops: the fast path for CUDA tensors.
+
+Same rules as nibble's CPU reference (SPEC 2-3, include/nibble/quant/*.hpp), same order of scaling and
+rounding, but float summation orders differ (Hadamard as a matmul, QuEST's std) and random bits come
+from torch's generator instead of Philox, so results match the reference closely, not bit for bit;
+tests/python/test_emulate.py measures how closely. Every result says "torch-emulated".
+"""
+import math
+
+import torch
+
+# (mantissa bits, min normal exponent, max finite) of each element format.
+FORMATS = {"e4m3": (3, -6, 448.0), "e5m2": (2, -14, 57344.0), "e2m1": (1, 0, 6.0)}
+EMAX = {"e4m3": 8, "e2m1": 2}
+QUEST_CLIP_PER_SIGMA = 0.48707976
+QUARTET_PRESCALE = 0.75
+QUARTET_RESCALE = 16.0 / 9.0
+NVFP4_RHT_SIGN_MASK = 0x3A5C
+
+
+def floor_log2(a):
+    """floor(log2 |a|) for finite non-zero a, exact (frexp: a = m 2^e, m in [0.5, 1))."""
+    return torch.frexp(a)[1].to(torch.float32) - 1.0
+
+
+def round_minifloat(v, fmt, stochastic=False, generator=None):
+    """RNE (or stochastic) rounding of float32 v to an element format, satfinite; NaN stays NaN."""
+    mbits, emin, fmax = FORMATS[fmt]
+    a = v.abs()
+    e = torch.clamp(floor_log2(torch.where(a > 0, a, torch.ones_like(a))), min=float(emin))
+    ulp = torch.pow(2.0, e - mbits)
+    t = a / ulp  # exact: ulp is a power of two
+    if stochastic:
+        u = torch.rand(t.shape, generator=generator, device=t.device, dtype=t.dtype)
+        q = torch.floor(t + u)
+    else:
+        q = torch.round(t)  # half to even
+    q = torch.clamp(q * ulp, max=fmax)
+    return torch.where(torch.isnan(v), v, torch.copysign(q, v))
+
+
+def _finite(x):
+    return torch.isfinite(x) & (x > 0)
+
+
+def per_tensor_encode_scale(fmax, amax, margin=0):
+    """s_enc = fmax 2^-margin / amax; amax 0/inf/NaN -> 1 (float32 math, as the reference)."""
+    amax = torch.as_tensor(amax, dtype=torch.float32)
+    s = torch.tensor(fmax * 2.0 ** -margin, dtype=torch.float32, device=amax.device) / amax
+    s = torch.where(torch.isfinite(s), s, torch.full_like(s, torch.finfo(torch.float32).max))
+    return torch.where(_finite(amax), s, torch.ones_like(s))
+
+
+def quantize_fp8_per_tensor(x, fmt, encode_scale, stochastic=False, generator=None):
+    dec = 1.0 / encode_scale
+    return round_minifloat(x * encode_scale, fmt, stochastic, generator) * dec
+
+
+def quantize_fp8_block(x, block_rows):
+    """fp8-block: 1x128 (block_rows 1) or 128x128 blocks, E4M3, s_enc = 2^floor(log2(448/amax))."""
+    r, c = x.shape
+    g = x.reshape(r // block_rows, block_rows, c // 128, 128)
+    amax = g.abs().amax(dim=(1, 3), keepdim=True)
+    ok = _finite(amax)
+    k = floor_log2(torch.where(ok, 448.0 / torch.where(ok, amax, torch.ones_like(amax)), torch.ones_like(amax)))
+    k = torch.where(amax * torch.pow(2.0, k) > 448.0, k - 1, k).clamp(-127, 127)
+    k = torch.where(ok, k, torch.zeros_like(k))
+    q = round_minifloat(g * torch.pow(2.0, k), "e4m3") * torch.pow(2.0, -k)
+    return q.reshape(r, c)
+
+
+def mx_scale_exponent(amax, fmt, rule="ocp"):
+    """E8M0 exponent k of an MX block (None where the block holds NaN/inf)."""
+    safe = torch.where(amax > 0, amax, torch.ones_like(amax))
+    ea = floor_log2(safe)
+    if rule == "ocp":
+        k = ea - EMAX[fmt]
+    else:  # round-up: smallest k with amax <= fmax 2^k
+        fmax = FORMATS[fmt][2]
+        k = torch.ceil(torch.log2(safe / fmax))
+        k = torch.where(safe > fmax * torch.pow(2.0, k), k + 1, k)
+        k = torch.where(safe <= fmax * torch.pow(2.0, k - 1), k - 1, k)
+    k = torch.where(amax > 0, k, torch.full_like(k, -127.0))
+    return k.clamp(-127, 127)
+
+
+def quantize_mx(x, fmt, rule="ocp", stochastic=False, generator=None):
+    r, c = x.shape
+    g = x.reshape(r, c // 32, 32)
+    amax = g.abs().amax(dim=2, keepdim=True)
+    k = mx_scale_exponent(amax, fmt, rule)
+    q = round_minifloat(g * torch.pow(2.0, -k), fmt, stochastic, generator) * torch.pow(2.0, k)
+    q = torch.where(torch.isfinite(amax), q, torch.full_like(q, float("nan")))
+    return q.reshape(r, c)
+
+
+def hadamard_matrix(n, signs=None, device="cpu"):
+    """(diag(signs) H_n) / sqrt(n): rows of x times it give (x * s) H."""
+    h = torch.ones(1, 1, dtype=torch.float64)
+    while h.shape[0] < n:
+        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
+    h = h / math.sqrt(n)
+    if signs is not None:
+        h = signs.to(torch.float64).reshape(n, 1) * h
+    return h.to(torch.float32).to(device)
+
+
+def rotate(x, h, inverse=False):
+    """Block-wise rotation along the last dim by matrix h (forward x h, inverse x h^T)."""
+    n = h.shape[0]
+    shape = x.shape
+    y = x.reshape(-1, n) @ (h.t() if inverse else h)
+    return y.reshape(shape)
+
+
+def nvfp4_signs(device):
+    return torch.tensor([-1.0 if (NVFP4_RHT_SIGN_MASK >> j) & 1 else 1.0 for j in range(16)], device=device)
+
+
+def quantize_nvfp4(x, block_rows, stochastic=False, generator=None, rht=False):
+    """nvfp4: global s = amax/(6*448); UE4M3 block scale = RN(amax_b/6/s); E2M1 elements. With rht the
+    fixed-sign 16-point Hadamard is applied along columns first; returns values in that rotated domain."""
+    if rht:
+        x = rotate(x, hadamard_matrix(16, nvfp4_signs(x.device), x.device))
+    r, c = x.shape
+    amax = x.abs().amax()
+    s = torch.where(_finite(amax), amax / (6.0 * 448.0), torch.ones_like(amax))
+    s = torch.where(s > 0, s, torch.ones_like(s))
+    g = x.reshape(r // block_rows, block_rows, c // 16, 16)
+    bamax = g.abs().amax(dim=(1, 3), keepdim=True)
+    sc = round_minifloat((bamax / 6.0) / s, "e4m3")  # UE4M3 == E4M3 on non-negative values
+    denom = sc * s
+    safe = torch.where(denom > 0, denom, torch.ones_like(denom))
+    q = round_minifloat(g / safe, "e2m1", stochastic, generator)
+    q = torch.where(denom > 0, q, torch.zeros_like(q))
+    return ((q * sc) * s).reshape(r, c)
+
+
+def quest_forward(x, hadamard_size=32, rotate_on=True, quantizer="quest"):
+    """Quartet forward: Hadamard (no signs) along columns, QuEST (or absmax) per 1x32 group.
+    Returns (values in the rotated domain, trust mask as bool)."""
+    if rotate_on:
+        x = rotate(x, hadamard_matrix(hadamard_size, None, x.device))
+    r, c = x.shape
+    g = x.reshape(r, c // 32, 32)
+    if quantizer == "quest":
+        sigma = g.std(dim=2, unbiased=False, keepdim=True)
+        k = floor_log2(QUEST_CLIP_PER_SIGMA * sigma + 1e-8).clamp(-127, 127)
+    else:
+        k = mx_scale_exponent(g.abs().amax(dim=2, keepdim=True), "e2m1")
+    v = g * torch.pow(2.0, -k)
+    mask = v.abs() < 6.0
+    q = round_minifloat(v.clamp(-6.0, 6.0), "e2m1") * torch.pow(2.0, k)
+    bad = ~torch.isfinite(sigma if quantizer == "quest" else g.abs().amax(dim=2, keepdim=True))
+    q = torch.where(bad, torch.zeros_like(q), q)
+    mask = mask & ~bad
+    return q.reshape(r, c), mask.reshape(r, c)
+
+
+def random_signs(n, generator, device):
+    return (torch.randint(0, 2, (n,), generator=generator, device="cpu") * 2 - 1).to(torch.float32).to(device)
+
+
+def quartet_backward(x, signs, hadamard_size=32, rotate_on=True, stochastic=False, generator=None):
+    """Quartet backward quantizer: random-sign Hadamard along columns, k = floor(log2 amax) - 2,
+    codes of 0.75 x 2^-k. Returns values in the rotated, prescaled domain (3/4 of the input)."""
+    if rotate_on:
+        x = rotate(x, hadamard_matrix(hadamard_size, signs, x.device))
+    r, c = x.shape
+    g = x.reshape(r, c // 32, 32)
+    amax = g.abs().amax(dim=2, keepdim=True)
+    k = torch.where(amax > 0, floor_log2(torch.where(amax > 0, amax, torch.ones_like(amax))) - 2,
+                    torch.full_like(amax, -127.0)).clamp(min=-127)
+    q = round_minifloat((QUARTET_PRESCALE * g) * torch.pow(2.0, -k), "e2m1", stochastic, generator)
+    q = torch.where(torch.isfinite(amax), q * torch.pow(2.0, k), torch.zeros_like(q))
+    return q.reshape(r, c)

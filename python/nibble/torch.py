@@ -1,0 +1,212 @@
+"""nibble.torch: a drop-in nn.Linear whose three GEMMs follow a nibble recipe (SPEC 2-3).
+
+    layer = nibble.torch.Linear(1024, 4096, recipe="quartet", backward_rounding="stochastic")
+    model = nibble.torch.convert(model, "fp8-delayed")          # embeddings / lm_head stay high precision
+
+GEMM operands (SPEC 5): fprop X[T,I] . W[O,I]^T, dgrad dY[T,O] . (W^T)[I,O]^T, wgrad dY^T[O,T] . (X^T)[I,T]^T;
+each operand is quantized along its GEMM's inner dimension with its role's rule (x, w, dy). The GEMM
+itself runs in float32 on the dequantized values (exact products; float32 accumulation), so the
+numbers equal what an exact low-precision GEMM computes, up to summation order.
+"""
+import re
+
+import torch
+from torch import nn
+
+from . import backends
+
+RECIPES = ("bf16", "fp8-delayed", "fp8-current", "fp8-block", "mxfp8", "nvfp4", "mxfp4", "quartet")
+_ROLE_INDEX = {"x": 0, "w": 1, "dy": 2}
+_BLOCK_ALONG_K = {"bf16": 1, "fp8-delayed": 1, "fp8-current": 1, "fp8-block": 128, "mxfp8": 32, "mxfp4": 32,
+                  "nvfp4": 16, "quartet": 32}
+_DEFAULTS = dict(backward_rounding="nearest", hadamard_size=32, rotate=True, forward_quantizer="quest",
+                 mx_scale_rule="ocp", margin=0, window=1024, backend="auto", check_finite=True)
+
+
+class NonFiniteError(FloatingPointError):
+    """A training step produced NaN or inf; the message names the step and the layer."""
+
+
+def _mix(seed, step, salt):
+    # splitmix64-style mixing: distinct, reproducible seeds per (layer, step, purpose).
+    z = (seed + 0x9E3779B97F4A7C15 * (step + 1) + 0xBF58476D1CE4E5B9 * salt) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return (z ^ (z >> 31)) & 0x7FFFFFFFFFFFFFFF
+
+
+class _RecipeLinearFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, layer):
+        be, recipe = layer._backend(x), layer.recipe
+        ctx.layer, ctx.be, ctx.step = layer, be, int(layer.step)
+        if recipe == "quartet":
+            xq, mx, p = be.quartet_forward(x)
+            wq, mw, _ = be.quartet_forward(weight)
+            ctx.save_for_backward(xq, wq, mx, mw)
+        else:
+            xq, p = layer._quantize(be, x, "x", 0)
+            wq, _ = layer._quantize(be, weight, "w", 1)
+            # Per-tensor recipes: the transposed copies hold the same values; block recipes requantize
+            # X^T and W^T along their own inner dimension in backward, from the high-precision tensors.
+            ctx.save_for_backward(*((xq, wq) if recipe in backends.PER_TENSOR else (x, weight)))
+        layer.last_path = p
+        y = xq @ wq.t()
+        if bias is not None:
+            y = y + bias
+        layer._require_finite(y, "forward output")
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        layer, be, recipe, step = ctx.layer, ctx.be, ctx.layer.recipe, ctx.step
+        dy = dy.contiguous().float()
+        seed_d, seed_w = _mix(layer.seed, step, 1), _mix(layer.seed, step, 2)
+        if recipe == "quartet":
+            xq, wq, mx, mw = ctx.saved_tensors
+            sr = layer.options["backward_rounding"] == "stochastic"
+            a, p = be.quartet_backward(dy, seed_d, sr)                     # dY along O
+            b, _ = be.quartet_backward(wq.t().contiguous(), seed_d, sr)    # Wq^T along O, same signs
+            dx = be.quartet_epilogue(a @ b.t(), mx)
+            a, _ = be.quartet_backward(dy.t().contiguous(), seed_w, sr)    # dY^T along T
+            b, _ = be.quartet_backward(xq.t().contiguous(), seed_w, sr)    # Xq^T along T
+            dw = be.quartet_epilogue(a @ b.t(), mw)
+        elif recipe in backends.PER_TENSOR:
+            xq, wq = ctx.saved_tensors
+            dyq, p = layer._quantize(be, dy, "dy", 2, seed=seed_d)
+            dx, dw = dyq @ wq, dyq.t() @ xq
+        else:
+            x, w = ctx.saved_tensors
+            rht = recipe == "nvfp4"  # nvfp4: random Hadamard on the wgrad operands only
+            dyq, p = layer._quantize(be, dy, "dy", 2, seed=seed_d)
+            wtq, _ = layer._quantize(be, w.t().contiguous(), "w", 1)
+            dx = dyq @ wtq.t()
+            dytq, _ = layer._quantize(be, dy.t().contiguous(), "dy", 2, seed=seed_w, rht=rht)
+            xtq, _ = layer._quantize(be, x.t().contiguous(), "x", 0, rht=rht)
+            dw = dytq @ xtq.t()
+        layer.last_backward_path = p
+        layer._require_finite(dx, "input gradient")
+        layer._require_finite(dw, "weight gradient")
+        db = dy.sum(0) if ctx.needs_input_grad[2] else None
+        return dx, dw, db, None
+
+
+class Linear(nn.Module):
+    """nn.Linear with nibble's recipe on all three GEMMs.
+
+    recipe_options: backward_rounding (quartet: nearest | stochastic), hadamard_size (16/32/64/128),
+    rotate (bool), forward_quantizer (quest | absmax), mx_scale_rule (ocp | round-up), margin and window
+    (fp8-delayed), backend (auto | reference | emulated; auto = reference on CPU tensors, emulated on
+    others), check_finite (raise NonFiniteError naming step and layer). Buffers (in the state_dict):
+    amax_history [3, window] (roles x, w, dy; newest last), amax_filled [3], step, seed.
+    """
+
+    def __init__(self, in_features, out_features, bias=True, recipe="quartet", device=None, dtype=None,
+                 seed=None, **recipe_options):
+        super().__init__()
+        if recipe not in RECIPES:
+            raise ValueError(f"recipe {recipe!r} is unknown; valid recipes: {', '.join(RECIPES)}")
+        unknown = set(recipe_options) - set(_DEFAULTS)
+        if unknown:
+            raise ValueError(f"unknown recipe options {sorted(unknown)}; valid: {sorted(_DEFAULTS)}")
+        self.options = {**_DEFAULTS, **recipe_options}
+        if self.options["backward_rounding"] not in ("nearest", "stochastic"):
+            raise ValueError("backward_rounding must be nearest or stochastic")
+        blk = max(_BLOCK_ALONG_K[recipe], self.options["hadamard_size"] if recipe == "quartet" else 1)
+        for name, n in (("in_features", in_features), ("out_features", out_features)):
+            if n % blk:
+                raise ValueError(f"{name} {n} is not a multiple of {blk}, the block size of recipe {recipe} "
+                                 "along a GEMM's inner dimension; pad it or skip this layer in convert()")
+        self.in_features, self.out_features, self.recipe = in_features, out_features, recipe
+        self.weight = nn.Parameter(torch.empty(out_features, in_features, device=device, dtype=dtype))
+        self.bias = nn.Parameter(torch.empty(out_features, device=device, dtype=dtype)) if bias else None
+        self.reset_parameters()
+        w = self.options["window"]
+        self.register_buffer("amax_history", torch.zeros(3, w, dtype=torch.float32, device=device))
+        self.register_buffer("amax_filled", torch.zeros(3, dtype=torch.long, device=device))
+        self.register_buffer("step", torch.zeros((), dtype=torch.long, device=device))
+        s = int(torch.randint(0, 2 ** 62, ()).item()) if seed is None else int(seed)
+        self.register_buffer("seed_buffer", torch.tensor(s, dtype=torch.long, device=device))
+        self.layer_name = ""  # set by convert(); used in error messages
+        self.last_path = self.last_backward_path = None
+        self._ext = None
+
+    @property
+    def seed(self):
+        return int(self.seed_buffer)
+
+    def reset_parameters(self):
+        nn.Linear.reset_parameters(self)
+
+    def extra_repr(self):
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}, recipe={self.recipe}")
+
+    def _backend(self, x):
+        choice = self.options["backend"]
+        if choice == "auto":
+            choice = "reference" if x.device.type == "cpu" else "emulated"
+        if choice == "emulated":
+            return backends.EmulatedBackend(self.options)
+        if self._ext is None:
+            from . import load_extension
+            self._ext = load_extension()
+        return backends.ReferenceBackend(self._ext, self.options)
+
+    def _quantize(self, be, x, role, idx, seed=0, rht=False):
+        history = None
+        if self.recipe == "fp8-delayed":
+            n = int(self.amax_filled[idx])
+            # An empty history is seeded with the tensor's own amax (the reference's one-shot rule).
+            history = self.amax_history[idx, self.amax_history.shape[1] - n:] if n else None
+        v, amax, path = be.plain(x, self.recipe, role, seed, history, rht)
+        if self.recipe == "fp8-delayed":
+            with torch.no_grad():
+                # A non-finite amax takes its step's slot as 0 (AmaxHistory's rule).
+                rec = amax if amax == amax and abs(amax) != float("inf") else 0.0
+                self.amax_history[idx] = torch.roll(self.amax_history[idx], -1)
+                self.amax_history[idx, -1] = rec
+                self.amax_filled[idx] = min(int(self.amax_filled[idx]) + 1, self.amax_history.shape[1])
+        return v, path
+
+    def _require_finite(self, t, what):
+        if self.options["check_finite"] and not bool(torch.isfinite(t).all()):
+            raise NonFiniteError(f"step {int(self.step)}: non-finite values (NaN/inf) in the {what} of layer "
+                                 f"'{self.layer_name or 'Linear'}' (recipe {self.recipe}, path {self.last_path})")
+
+    def forward(self, x):
+        shape = x.shape
+        x2 = x.reshape(-1, self.in_features).contiguous().float()
+        if self.recipe in ("quartet", "nvfp4", "mxfp4", "mxfp8", "fp8-block") and self.training \
+                and torch.is_grad_enabled() and x2.shape[0] % _BLOCK_ALONG_K[self.recipe]:
+            raise ValueError(f"layer '{self.layer_name}': {x2.shape[0]} tokens is not a multiple of "
+                             f"{_BLOCK_ALONG_K[self.recipe]}, the block size of the wgrad GEMM's inner dimension")
+        y = _RecipeLinearFunction.apply(x2, self.weight.float(), None if self.bias is None else self.bias.float(),
+                                        self)
+        if self.training:
+            with torch.no_grad():
+                self.step += 1
+        return y.reshape(*shape[:-1], self.out_features).to(x.dtype)
+
+
+DEFAULT_SKIP = (r"(^|\.)(embed|embeddings|wte|wpe|tok_embeddings)($|\.)", r"(^|\.)(lm_head|head|output)$")
+
+
+def convert(model, recipe, skip=DEFAULT_SKIP, **recipe_options):
+    """Replace every nn.Linear of `model` (in place) whose qualified name matches none of the `skip`
+    regular expressions by a nibble Linear with the same weights. Embeddings are not nn.Linear and stay;
+    by default layers named lm_head/head/output are kept high precision too. Returns the model."""
+    patterns = [re.compile(p) for p in ([skip] if isinstance(skip, str) else skip)]
+    for idx, (name, child) in enumerate(list(model.named_modules())):
+        if not isinstance(child, nn.Linear) or any(p.search(name) for p in patterns):
+            continue
+        new = Linear(child.in_features, child.out_features, bias=child.bias is not None, recipe=recipe,
+                     device=child.weight.device, seed=_mix(0x6E6962626C65, idx, 3), **recipe_options)
+        with torch.no_grad():
+            new.weight.copy_(child.weight)
+            if child.bias is not None:
+                new.bias.copy_(child.bias)
+        new.layer_name = name
+        parent = model.get_submodule(name.rsplit(".", 1)[0]) if "." in name else model
+        setattr(parent, name.rsplit(".", 1)[-1], new)
+    return model
