@@ -1,0 +1,29 @@
+"""Shared fixtures: fresh random data every run (seed printed so a failure can be replayed)."""
+import os
+import random
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture
+def rng():
+    seed = int(os.environ.get("NIBBLE_TEST_SEED", random.SystemRandom().randrange(2 ** 31)))
+    print(f"NIBBLE_TEST_SEED={seed}")
+    g = torch.Generator().manual_seed(seed)
+    return g
+
+
+@pytest.fixture(scope="session")
+def ext():
+    import nibble
+    return nibble.load_extension()
+
+
+def randn(g, *shape, scale=1.0):
+    # Heavy-ish tails and a per-row spread, so scales differ between blocks (never zeros).
+    x = torch.randn(*shape, generator=g) * scale
+    return x * torch.exp(torch.randn(shape[0], 1, generator=g))
