@@ -1,7 +1,10 @@
 // MXFP4 quantizer (1x32, E8M0 scales, OCP or round-up rule, optional stochastic rounding) and the
 // exact MXFP4 -> BF16 decode of the emulated GEMM. One thread per 32-group: four 16-byte loads in
-// flight, quant::quantize_mx_group in registers, one 16-byte store of packed codes.
+// flight, fp4::mx_group_packed in registers (quant::quantize_mx_group's expressions with the one-add
+// E2M1 encoder and one Philox block per 4 elements: quartet_fused_group_math.cuh), one 16-byte
+// store of packed codes.
 #include "fp4_kernel_io.cuh"
+#include "quartet_fused_group_math.cuh"
 #include "nibble/cuda/quantize_fp4.hpp"
 #include "nibble/format/e8m0.hpp"
 #include "nibble/quant/element_codecs.hpp"
@@ -11,7 +14,7 @@ namespace {
 
 constexpr int kThreads = 256;
 
-template <class In>
+template <bool kStochastic, class In>
 __global__ void __launch_bounds__(kThreads)
     quantize_mxfp4_kernel(const In* __restrict__ x, int64_t groups, quant::MxScaleRule rule, quant::SrKey key,
                           uint8_t* __restrict__ codes, uint8_t* __restrict__ scales) {
@@ -19,13 +22,21 @@ __global__ void __launch_bounds__(kThreads)
   if (gi >= groups) return;
   float v[32];
   fp4::load_dense<32>(x + gi * 32, v);
-  uint8_t c[32];
-  // A constant key on the nearest-even path lets the compiler drop the generator entirely.
-  const uint8_t s =
-      key.enabled ? quant::quantize_mx_group(v, 32, quant::ElementFormat::e2m1, rule, key, gi * 32, c)
-                  : quant::quantize_mx_group(v, 32, quant::ElementFormat::e2m1, rule, quant::SrKey{}, gi * 32, c);
-  reinterpret_cast<uint4*>(codes)[gi] = fp4::pack_e2m1x32(c);
+  uint4 packed;
+  const uint8_t s = fp4::mx_group_packed<kStochastic>(v, rule, key, static_cast<uint64_t>(gi) * 32, packed);
+  reinterpret_cast<uint4*>(codes)[gi] = packed;
   scales[gi] = s;
+}
+
+template <class In>
+void launch_quantize(const In* x, int64_t groups, quant::MxScaleRule rule, const quant::SrKey& sr, Mxfp4Planes out,
+                     cudaStream_t stream) {
+  const unsigned grid = fp4::blocks_for(groups, kThreads);
+  if (sr.enabled) {
+    quantize_mxfp4_kernel<true, In><<<grid, kThreads, 0, stream>>>(x, groups, rule, sr, out.codes, out.scales);
+  } else {
+    quantize_mxfp4_kernel<false, In><<<grid, kThreads, 0, stream>>>(x, groups, rule, sr, out.codes, out.scales);
+  }
 }
 
 __global__ void __launch_bounds__(kThreads)
@@ -65,13 +76,10 @@ const char* quantize_mxfp4(const void* x, Fp4DenseType type, int64_t rows, int64
   fp4::check_aligned(fn, "x", x);
   fp4::check_aligned(fn, "out.codes", out.codes);
   const int64_t groups = rows * cols / 32;
-  const unsigned grid = fp4::blocks_for(groups, kThreads);
   if (type == Fp4DenseType::bf16) {
-    quantize_mxfp4_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const uint16_t*>(x), groups, rule, sr, out.codes,
-                                                         out.scales);
+    launch_quantize(static_cast<const uint16_t*>(x), groups, rule, sr, out, stream);
   } else {
-    quantize_mxfp4_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const float*>(x), groups, rule, sr, out.codes,
-                                                         out.scales);
+    launch_quantize(static_cast<const float*>(x), groups, rule, sr, out, stream);
   }
   NIBBLE_CHECK_LAUNCH();
   return rule == quant::MxScaleRule::ocp ? "cuda quantize_mxfp4 ocp scale, thread per 1x32 group"

@@ -13,6 +13,7 @@
 // becomes a NaN-scale block with zero codes either way). The transform itself is
 // quant::fwht_normalized, exactly as quant::rotate_block_forward runs it.
 #include "fp4_kernel_io.cuh"
+#include "quartet_fused_group_math.cuh"
 #include "nibble/format/e8m0.hpp"
 #include "nibble/quant/element_codecs.hpp"
 #include "nibble/quant/hadamard.hpp"
@@ -54,20 +55,19 @@ __device__ __forceinline__ void rotate_signed(float* v, const SignBits& s) {
   }
 }
 
-// Quantizes 32 values (already rotated) of output element index `index0` and writes the packed codes
-// and the scale of group index0 / 32.
+// Quantizes 32 values (already rotated) of output element index `index0` (a multiple of 32) and
+// writes the packed codes and the scale of group index0 / 32. kSr is a template parameter so the
+// nearest-even kernels carry no generator code and no registers for it.
+template <bool kSr>
 __device__ __forceinline__ void quantize_store_group(const float* v, const quant::SrKey& key, int64_t index0,
                                                      uint8_t* __restrict__ codes, uint8_t* __restrict__ scales) {
-  uint8_t c[32];
-  // The nearest-even call gets a constant key, so the compiler drops the generator and keeps the
-  // group in registers (with a runtime key the loop body is too large to unroll).
-  const uint8_t s = key.enabled ? quant::quartet_backward_group(v, 32, key, static_cast<uint64_t>(index0), c)
-                                : quant::quartet_backward_group(v, 32, quant::SrKey{}, static_cast<uint64_t>(index0), c);
-  reinterpret_cast<uint4*>(codes)[index0 / 32] = fp4::pack_e2m1x32(c);
+  uint4 packed;
+  const uint8_t s = fp4::backward_group_packed<kSr>(v, key, static_cast<uint64_t>(index0), packed);
+  reinterpret_cast<uint4*>(codes)[index0 / 32] = packed;
   scales[index0 / 32] = s;
 }
 
-template <int R, class In>
+template <int R, bool kSr, class In>
 __global__ void __launch_bounds__(kThreads)
     backward_rowwise_kernel(const In* __restrict__ x, int64_t rows, int64_t cols, SignBits signs, quant::SrKey key,
                             uint8_t* __restrict__ codes, uint8_t* __restrict__ scales) {
@@ -80,7 +80,7 @@ __global__ void __launch_bounds__(kThreads)
   fp4::load_dense<N>(x + base, v);
   rotate_signed<R, N>(v, signs);
 #pragma unroll
-  for (int g = 0; g < N / 32; ++g) quantize_store_group(v + 32 * g, key, base + 32 * g, codes, scales);
+  for (int g = 0; g < N / 32; ++g) quantize_store_group<kSr>(v + 32 * g, key, base + 32 * g, codes, scales);
 }
 
 // Tile loaders: fill smem[r][c] (float) for the tile at (row0, col0) with `tile_cols` valid columns.
@@ -136,7 +136,7 @@ struct Mxfp4TileLoader {
   }
 };
 
-template <int R, class Loader>
+template <int R, bool kSr, class Loader>
 __global__ void __launch_bounds__(kThreads)
     backward_tile_kernel(Loader load, int64_t rows, int64_t cols, SignBits signs, quant::SrKey key,
                          Mxfp4Planes rowwise, Mxfp4Planes colwise) {
@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(kThreads)
       v[j] = f.x; v[j + 1] = f.y; v[j + 2] = f.z; v[j + 3] = f.w;
     }
     rotate_signed<R, 32>(v, signs);
-    quantize_store_group(v, key, (row0 + lane) * cols + col0 + warp * 32, rowwise.codes, rowwise.scales);
+    quantize_store_group<kSr>(v, key, (row0 + lane) * cols + col0 + warp * 32, rowwise.codes, rowwise.scales);
   }
   if (colwise.codes != nullptr && static_cast<int>(threadIdx.x) < tile_cols) {
     // Column-wise: thread = one column; its 32 rows are one group of the transposed tensor.
@@ -165,7 +165,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int r = 0; r < 32; ++r) v[r] = smem[r * kSmemStride + threadIdx.x];
     rotate_signed<R, 32>(v, signs);
-    quantize_store_group(v, key, (col0 + threadIdx.x) * rows + row0, colwise.codes, colwise.scales);
+    quantize_store_group<kSr>(v, key, (col0 + threadIdx.x) * rows + row0, colwise.codes, colwise.scales);
   }
 }
 
@@ -173,7 +173,11 @@ template <int R, class Loader>
 void launch_tile(const Loader& load, int64_t rows, int64_t cols, const SignBits& s, const quant::SrKey& key,
                  Mxfp4Planes rowwise, Mxfp4Planes colwise, cudaStream_t stream) {
   const dim3 grid(fp4::blocks_for(cols, kTileCols), static_cast<unsigned>(rows / kTileRows));
-  backward_tile_kernel<R, Loader><<<grid, kThreads, 0, stream>>>(load, rows, cols, s, key, rowwise, colwise);
+  if (key.enabled) {
+    backward_tile_kernel<R, true, Loader><<<grid, kThreads, 0, stream>>>(load, rows, cols, s, key, rowwise, colwise);
+  } else {
+    backward_tile_kernel<R, false, Loader><<<grid, kThreads, 0, stream>>>(load, rows, cols, s, key, rowwise, colwise);
+  }
   NIBBLE_CHECK_LAUNCH();
 }
 
@@ -190,8 +194,12 @@ template <int R, class In>
 void launch_rowwise(const In* x, int64_t rows, int64_t cols, const SignBits& s, const quant::SrKey& key,
                     Mxfp4Planes out, cudaStream_t stream) {
   constexpr int N = R > 32 ? R : 32;
-  backward_rowwise_kernel<R, In><<<fp4::blocks_for(rows * (cols / N), kThreads), kThreads, 0, stream>>>(
-      x, rows, cols, s, key, out.codes, out.scales);
+  const unsigned grid = fp4::blocks_for(rows * (cols / N), kThreads);
+  if (key.enabled) {
+    backward_rowwise_kernel<R, true, In><<<grid, kThreads, 0, stream>>>(x, rows, cols, s, key, out.codes, out.scales);
+  } else {
+    backward_rowwise_kernel<R, false, In><<<grid, kThreads, 0, stream>>>(x, rows, cols, s, key, out.codes, out.scales);
+  }
   NIBBLE_CHECK_LAUNCH();
 }
 

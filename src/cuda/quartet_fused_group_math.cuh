@@ -1,0 +1,171 @@
+// Per-group FP4 math of the quantization kernels: the same expressions, in the same order, as the
+// CPU reference (quant::quest_group, quant::quartet_backward_group, quant::quantize_mx_group), with
+// two changes that alter no result but remove most of the per-element work:
+//  1. E2M1 nearest-even encoding by ONE float add (encode_e2m1_fadd below) instead of the generic
+//     bit-level fmt::encode_minifloat (~25 integer ops with 64-bit shifts per element). Identity
+//     with fmt::encode_e2m1 is checked on all 2^32 float bit patterns (tests/cuda/
+//     test_quartet_fused_e2m1.cu on the GPU; the same loop was run on the CPU when it was written).
+//  2. Stochastic rounding computes each Philox block once for 4 consecutive elements: group index
+//     bases are multiples of 32, so element first+i uses word (i & 3) of block (first + i) / 4,
+//     exactly what fmt::random_bits(seed, stream, first + i) returns.
+// Codes come out packed (16 bytes per group, low nibble = even element) and masks as one word, so
+// nothing is kept in per-element byte arrays (those spilled to local memory in the SR kernels).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "nibble/format/e8m0.hpp"
+#include "nibble/format/minifloat.hpp"
+#include "nibble/format/philox.hpp"
+#include "nibble/quant/element_codecs.hpp"
+
+namespace nibble::cuda::fp4 {
+
+// Magnitude code (0..7) of RNE_E2M1(c) for 0 <= c <= 6 (or any c < 7), c not NaN.
+// Why it works: rounding to E2M1 is rounding to a step of 0.5 below 2, 1 in [2, 4), 2 in [4, 8).
+// Adding M = 2^(22 + max(e, 0)) (e = floor(log2 c), 0 for subnormals and zero) makes the float
+// adder round c to exactly that step (ulp(M) = 2^(e-1) clamped to 0.5), once, to nearest even, and
+// the integer n = bits(c + M) - bits(M) is the rounded value in steps. code = n + 2 max(e, 0), and
+// (bits(M) >> 22) = 2 max(e, 0) + 298. Rounding 1.75 up to 2 (or 3.5 to 4) stays correct because
+// the step count just continues past the binade edge: n = 4 at step 0.5 is code 4 = 2.0.
+NIBBLE_HD uint32_t e2m1_magnitude_fadd(float c) {
+  const uint32_t e = fmt::float_bits(c) & 0x7f800000u;
+  const uint32_t m = (e > 0x3f800000u ? e : 0x3f800000u) + (22u << 23);
+  const uint32_t s = fmt::float_bits(c + fmt::bits_float(m));
+  return s - m + (m >> 22) - 298u;
+}
+
+// == fmt::encode_e2m1(x) for every float x (NaN -> 0x7 without sign, +-inf -> +-6, satfinite).
+NIBBLE_HD uint8_t encode_e2m1_fadd(float x) {
+  const uint32_t b = fmt::float_bits(x);
+  if ((b & 0x7fffffffu) > 0x7f800000u) return 0x7;
+  const float a = fmt::bits_float(b & 0x7fffffffu);
+  const float c = a < 6.0f ? a : 6.0f;
+  return static_cast<uint8_t>(((b >> 28) & 0x8u) | e2m1_magnitude_fadd(c));
+}
+
+// 32 random words of elements first .. first+31 (first % 4 == 0), 4 per Philox block, calling f(i, r).
+template <class F>
+__device__ __forceinline__ void for_each_random_word(const quant::SrKey& key, uint64_t first, F&& f) {
+#pragma unroll
+  for (int q = 0; q < 8; ++q) {
+    const uint64_t block = (first >> 2) + static_cast<uint64_t>(q);
+    const fmt::Philox4 r = fmt::philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+                                              key.stream, 0x6e69626cu /* as fmt::random_bits */,
+                                              static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32));
+#pragma unroll
+    for (int j = 0; j < 4; ++j) f(4 * q + j, r.v[j]);
+  }
+}
+
+__device__ __forceinline__ void put_code(uint32_t (&w)[4], int i, uint32_t code) {
+  w[i / 8] |= (code & 0xFu) << (4 * (i % 8));
+}
+
+// quant::quest_group on 32 values: returns the E8M0 scale, codes packed, trust mask bit i = element i.
+__device__ __forceinline__ uint8_t quest_group_packed(const float* g, uint4& codes, uint32_t& mask) {
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) sum += g[i];
+  const float mean = sum / 32.0f;
+  float ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    const float d = g[i] - mean;
+    ss += d * d;
+  }
+  const float sigma = sqrtf(ss / 32.0f);
+  if (!quant::is_finite(sigma)) {
+    codes = make_uint4(0, 0, 0, 0);
+    mask = 0;
+    return fmt::kE8M0Nan;
+  }
+  const float t = quant::kQuestClipPerSigma * sigma + quant::kQuestSigmaEpsilon;
+  const int k = quant::clamp_exponent(fmt::floor_log2(t));
+  const float inv = fmt::pow2f(-k);
+  uint32_t w[4] = {0, 0, 0, 0};
+  uint32_t m = 0;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    // g finite (sigma is) and inv finite, so v is never NaN: the clamp + fadd encoder is exact here.
+    const float v = g[i] * inv;
+    const float a = fabsf(v);
+    m |= (a < fmt::kE2M1Max ? 1u : 0u) << i;
+    const uint32_t code = ((fmt::float_bits(v) >> 28) & 0x8u) | e2m1_magnitude_fadd(fminf(a, fmt::kE2M1Max));
+    put_code(w, i, code);
+  }
+  codes = make_uint4(w[0], w[1], w[2], w[3]);
+  mask = m;
+  return fmt::encode_e8m0_exponent(k);
+}
+
+// quant::absmax_forward_group (the OCP MXFP4 rule with QuEST's trust mask) on 32 values.
+__device__ __forceinline__ uint8_t absmax_forward_group_packed(const float* g, uint4& codes, uint32_t& mask) {
+  const uint8_t sc = quant::mx_scale_code(quant::amax_of(g, 32), quant::MxScaleRule::ocp, quant::ElementFormat::e2m1);
+  const float inv = quant::mx_encode_multiplier(sc);
+  uint32_t w[4] = {0, 0, 0, 0};
+  uint32_t m = 0;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    const float v = g[i] * inv;
+    m |= (sc != fmt::kE8M0Nan && quant::abs_bits(v) < fmt::float_bits(fmt::kE2M1Max) ? 1u : 0u) << i;
+    put_code(w, i, sc == fmt::kE8M0Nan ? 0u : encode_e2m1_fadd(v));
+  }
+  codes = make_uint4(w[0], w[1], w[2], w[3]);
+  mask = m;
+  return sc;
+}
+
+// quant::quantize_mx_group(x, 32, e2m1, rule, key, first, ...) with packed codes; first % 4 == 0.
+template <bool kStochastic>
+__device__ __forceinline__ uint8_t mx_group_packed(const float* x, quant::MxScaleRule rule, const quant::SrKey& key,
+                                                   uint64_t first, uint4& codes) {
+  const uint8_t sc = quant::mx_scale_code(quant::amax_of(x, 32), rule, quant::ElementFormat::e2m1);
+  uint32_t w[4] = {0, 0, 0, 0};
+  if (sc != fmt::kE8M0Nan) {  // a NaN scale carries the block: codes 0 (quant::mx_encode_element)
+    const float inv = quant::mx_encode_multiplier(sc);
+    if constexpr (kStochastic) {
+      for_each_random_word(key, first, [&](int i, uint32_t r) { put_code(w, i, fmt::encode_e2m1_sr(x[i] * inv, r)); });
+    } else {
+#pragma unroll
+      for (int i = 0; i < 32; ++i) put_code(w, i, encode_e2m1_fadd(x[i] * inv));
+    }
+  }
+  codes = make_uint4(w[0], w[1], w[2], w[3]);
+  return sc;
+}
+
+// quant::quartet_backward_group(x, 32, key, first, ...) with packed codes; first % 4 == 0.
+template <bool kStochastic>
+__device__ __forceinline__ uint8_t backward_group_packed(const float* x, const quant::SrKey& key, uint64_t first,
+                                                         uint4& codes) {
+  uint32_t bits = 0;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) bits = quant::amax_combine_bits(bits, quant::abs_bits(x[i]));
+  const float amax = quant::amax_from_bits(bits);
+  if (!quant::is_finite(amax) || amax == 0.0f) {
+    codes = make_uint4(0, 0, 0, 0);
+    return amax == 0.0f ? 0 : fmt::kE8M0Nan;
+  }
+  const int k = quant::clamp_exponent(fmt::floor_log2(amax) - 2);
+  const float inv = fmt::pow2f(-k);
+  uint32_t w[4] = {0, 0, 0, 0};
+  if constexpr (kStochastic) {
+    for_each_random_word(key, first, [&](int i, uint32_t r) {
+      put_code(w, i, fmt::encode_e2m1_sr((quant::kQuartetBackwardPrescale * x[i]) * inv, r));
+    });
+  } else {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      // |v| < 0.75 * 2^(floor_log2(amax) + 1 - k) <= 6 (and < 3 when k is clamped at -127), never
+      // NaN: the magnitude encoder needs no clamp (it is exact for every c < 7).
+      const float v = (quant::kQuartetBackwardPrescale * x[i]) * inv;
+      put_code(w, i, ((fmt::float_bits(v) >> 28) & 0x8u) | e2m1_magnitude_fadd(fabsf(v)));
+    }
+  }
+  codes = make_uint4(w[0], w[1], w[2], w[3]);
+  return fmt::encode_e8m0_exponent(k);
+}
+
+}  // namespace nibble::cuda::fp4
