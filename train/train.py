@@ -104,7 +104,7 @@ def train_one(label, args, train, val, order, val_starts, log):
 def calibrate_steps(args, train, budget_s, n_schemes):
     """Time a few steps of the slowest recipe (quartet) to fit every scheme into the budget."""
     order = batch_order(len(train), args.seq_len, args.batch, 4, args.seed + 1)
-    a = argparse.Namespace(**{**vars(args), "eval_every": 10 ** 9})
+    a = argparse.Namespace(**{**vars(args), "eval_every": 10 ** 9, "warmup": 1})
     t0 = time.perf_counter()
     train_one("quartet-sr", a, train, train[:args.seq_len * 4], order, torch.zeros(1, dtype=torch.long),
               lambda s: None)
