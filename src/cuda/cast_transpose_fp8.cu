@@ -41,30 +41,30 @@ __device__ __forceinline__ uint32_t cast_transpose_tile(tile::Smem& s, const uin
   uint32_t am = 0;
 #pragma unroll
   for (int k = 0; k < tile::kRowsPerThread; ++k) {
-    float f[16];
-    tile::unpack16(v[k], f);
-#pragma unroll
-    for (int i = 0; i < 16; ++i) am = max(am, tile::abs_bits(f[i]));
+    am = max(am, tile::amax16_bits(v[k]));
     const int64_t r = row0 + rp.r0 + 32 * k;
     if (out.rowwise != nullptr && r < rows && c < cols) {
-      *reinterpret_cast<uint4*>(out.rowwise + r * cols + c) = encode16_scaled<F, kSr>(f, scale, sr, r * cols + c);
+      float f[16];
+      tile::unpack16(v[k], f);
+      *reinterpret_cast<uint4*>(out.rowwise + r * cols + c) = tile::encode16<F, kSr>(f, scale, sr, r * cols + c);
     }
   }
   if (out.colwise != nullptr) {
     tile::park_rows(s, v);
     __syncthreads();
-    const tile::ColPhase cp = tile::col_phase();
-    float f[tile::kColRows];
-    tile::read_column(s, f);
-    const int64_t col = col0 + cp.col;
 #pragma unroll
-    for (int j = 0; j < tile::kColRows / 16; ++j) {
-      const int64_t r = row0 + tile::kColRows * cp.half + 16 * j;
-      float g[16];
-#pragma unroll
-      for (int i = 0; i < 16; ++i) g[i] = f[16 * j + i];
-      if (col < cols && r < rows) {
-        *reinterpret_cast<uint4*>(out.colwise + col * rows + r) = encode16_scaled<F, kSr>(g, scale, sr, col * rows + r);
+    for (int pass = 0; pass < tile::kColPasses; ++pass) {
+      const tile::ColPhase cp = tile::col_phase(pass);
+      uint32_t w[tile::kColRows];
+      tile::read_column_pair(s, cp, w);
+      const int64_t col = col0 + 2 * cp.word, r = row0 + tile::kColRows * cp.rc;
+      if (col < cols && r < rows) {  // cols and rows are multiples of 16: both columns of the pair exist
+        float f[tile::kColRows];
+        tile::column_lo(w, f);
+        *reinterpret_cast<uint4*>(out.colwise + col * rows + r) = tile::encode16<F, kSr>(f, scale, sr, col * rows + r);
+        tile::column_hi(w, f);
+        *reinterpret_cast<uint4*>(out.colwise + (col + 1) * rows + r) =
+            tile::encode16<F, kSr>(f, scale, sr, (col + 1) * rows + r);
       }
     }
     __syncthreads();  // the tile buffer is reused by the next tile / the block reduction

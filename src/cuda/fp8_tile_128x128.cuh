@@ -2,16 +2,23 @@
 // 128x128 blocks, MXFP8 32-blocks). One block of 256 threads owns one tile and reads it from HBM once:
 //  - row phase: each thread holds 4 rows x 16 columns in registers (8 loads of 16 bytes in flight),
 //    writes the row-wise FP8 copy with 16-byte stores and parks the BF16 tile in shared memory;
-//  - column phase: each lane takes one column (32 consecutive columns per warp, so shared-memory
-//    reads are conflict-free) and 64 rows, and writes the column-wise (transposed) copy 16 rows at a
-//    time with 16-byte stores.
+//  - column phase (two passes): lane (rc = lane & 7, p = lane >> 3) of warp w reads one 32-bit word
+//    (a column pair) from 16 consecutive rows 16 rc .. 16 rc + 15 and so holds 16 rows of 2 columns;
+//    the 8 lanes sharing p then write one 128-byte line of each of their 2 transposed rows, i.e. every
+//    16-byte store instruction of the column-wise copy fills 4 whole lines (the earlier layout, one
+//    column per lane, touched 32 lines with 16 bytes each and capped the kernels near 0.6 of copy).
+// Shared memory holds the tile as 128 rows x 64 words with the word index XOR-swizzled by the row's
+// 16-row chunk, so the column phase's 32 lanes (8 row chunks x 4 consecutive words) hit 32 distinct
+// banks, while the row phase's 16-byte groups stay 16-byte aligned.
 // Private to src/cuda: the kernels that include it differ only in how they pick scales.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "nibble/cuda/fp8_hw_convert_math.hpp"
 #include "nibble/format.hpp"
+#include "nibble/quant/element_codecs.hpp"
 
 namespace nibble::cuda::fp8_tile {
 
@@ -19,14 +26,17 @@ inline constexpr int kTile = 128;
 inline constexpr int kThreads = 256;
 inline constexpr int kRowsPerThread = 4;   // row phase: rows r0, r0+32, r0+64, r0+96
 inline constexpr int kColsPerThread = 16;  // row phase: one 16-column chunk = two 16-byte loads
-inline constexpr int kColRows = 64;        // column phase: rows per lane (4 chunks of 16)
-inline constexpr int kSmemStride = kTile + 8;  // BF16 elements; +16 bytes keeps rows 16-byte aligned
+inline constexpr int kWords = kTile / 2;   // 32-bit words (BF16 column pairs) per tile row
+inline constexpr int kColRows = 16;        // column phase: rows per lane
+inline constexpr int kColPasses = 2;       // column phase: 8 warps x 4 words x 2 passes = 64 words
 
 struct Smem {
-  alignas(16) uint16_t x[kTile][kSmemStride];
-  float part[2][kTile];  // column phase: per-column partial results of the two row halves
+  alignas(16) uint32_t x[kTile][kWords];  // swizzled: word q of row r sits at x[r][q ^ swizzle(r)]
   uint32_t warp_part[kThreads / 32];
 };
+
+// Multiples of 4 words keep 16-byte groups intact; the 16-row chunk picks the bank quad.
+__device__ __forceinline__ int swizzle(int r) { return ((r >> 4) & 7) << 2; }
 
 // Where this thread sits in the row phase.
 struct RowPhase {
@@ -35,14 +45,14 @@ struct RowPhase {
 };
 __device__ __forceinline__ RowPhase row_phase() { return {static_cast<int>(threadIdx.x & 7), static_cast<int>(threadIdx.x >> 3)}; }
 
-// Where this thread sits in the column phase.
+// Where this thread sits in column pass `pass` (0 or 1).
 struct ColPhase {
-  int col;   // column inside the tile 0..127
-  int half;  // rows [64 half, 64 half + 64)
+  int word;  // column pair 0..63 inside the tile: columns 2 word and 2 word + 1
+  int rc;    // rows [16 rc, 16 rc + 16)
 };
-__device__ __forceinline__ ColPhase col_phase() {
+__device__ __forceinline__ ColPhase col_phase(int pass) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  return {32 * (warp & 3) + lane, warp >> 2};
+  return {32 * pass + 4 * warp + (lane >> 3), lane & 7};
 }
 
 __device__ __forceinline__ float bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
@@ -50,6 +60,14 @@ __device__ __forceinline__ float bf16_hi(uint32_t w) { return __uint_as_float(w 
 
 // |x| as bits: integer max over these is an exact amax in which NaN (above 0x7f800000) wins.
 __device__ __forceinline__ uint32_t abs_bits(float x) { return __float_as_uint(x) & 0x7fffffffu; }
+
+// The same amax on two BF16 at once: per-halfword max of |bf16| bits (VIMNMX.U16x2). A BF16's bits
+// are the top half of its float's bits, so the order (NaN above inf above finite) is unchanged.
+__device__ __forceinline__ uint32_t abs_max2(uint32_t m, uint32_t w) { return __vmaxu2(m, w & 0x7fff7fffu); }
+// Packed halfword amax -> float amax bits of the low / high column.
+__device__ __forceinline__ uint32_t lo_amax_bits(uint32_t m2) { return m2 << 16; }
+__device__ __forceinline__ uint32_t hi_amax_bits(uint32_t m2) { return m2 & 0xffff0000u; }
+__device__ __forceinline__ uint32_t both_amax_bits(uint32_t m2) { return max(m2 << 16, m2 & 0xffff0000u); }
 
 // Loads this thread's 4 x 16 elements of the tile at (row0, col0); elements outside the tensor read
 // as zero (they never raise an amax and are never stored). cols must be a multiple of 16, so a chunk
@@ -71,6 +89,14 @@ __device__ __forceinline__ void load_rows(const uint16_t* __restrict__ x, int64_
   }
 }
 
+// Packed amax over 16 BF16 (8 words): per-halfword max, combined to float bits.
+__device__ __forceinline__ uint32_t amax16_bits(const uint4 (&v)[2]) {
+  uint32_t m = 0;
+  m = abs_max2(m, v[0].x), m = abs_max2(m, v[0].y), m = abs_max2(m, v[0].z), m = abs_max2(m, v[0].w);
+  m = abs_max2(m, v[1].x), m = abs_max2(m, v[1].y), m = abs_max2(m, v[1].z), m = abs_max2(m, v[1].w);
+  return both_amax_bits(m);
+}
+
 __device__ __forceinline__ void unpack16(const uint4 (&v)[2], float (&f)[16]) {
   const uint32_t w[8] = {v[0].x, v[0].y, v[0].z, v[0].w, v[1].x, v[1].y, v[1].z, v[1].w};
 #pragma unroll
@@ -80,32 +106,101 @@ __device__ __forceinline__ void unpack16(const uint4 (&v)[2], float (&f)[16]) {
   }
 }
 
-// Packs 16 codes (code[0] in the lowest byte) into one 16-byte store.
-__device__ __forceinline__ uint4 pack16(const uint8_t (&q)[16]) {
-  uint32_t w[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    w[i] = static_cast<uint32_t>(q[4 * i]) | static_cast<uint32_t>(q[4 * i + 1]) << 8 |
-           static_cast<uint32_t>(q[4 * i + 2]) << 16 | static_cast<uint32_t>(q[4 * i + 3]) << 24;
+// ---- FP8 encoding, four codes per 32-bit word -------------------------------------------------
+// Hardware RNE-satfinite conversion (as fp8x2_rn_hw) with the NaN fix-up done on the packed word:
+// satfinite never produces inf, so an output byte is NaN iff its low 7 bits are 0x7F (E4M3) or
+// >= 0x7C (E5M2), and nibble::fmt's NaN is 0x7F for both. ~1.5 instructions per 4 codes instead of
+// a compare and a select per code. tests/cuda/test_quantize_fp8_hw_convert.cu checks every float.
+template <quant::ElementFormat F>
+__device__ __forceinline__ uint32_t fp8x4_canonical_nan(uint32_t w) {
+  constexpr uint32_t kAdd = F == quant::ElementFormat::e4m3 ? 0x01010101u : 0x04040404u;
+  const uint32_t n = ((w & 0x7f7f7f7fu) + kAdd) & 0x80808080u;  // 0x80 in each NaN byte
+  if constexpr (F == quant::ElementFormat::e4m3) {
+    return w & ~n;  // 0x7F / 0xFF -> 0x7F
+  } else {
+    return (w | (n - (n >> 7))) & ~n;  // 0x7D..0x7F, 0xFD..0xFF -> 0x7F
   }
-  return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+// Codes of (a, b, c, d), a in the lowest byte.
+template <quant::ElementFormat F>
+__device__ __forceinline__ uint32_t fp8x4_rn(float a, float b, float c, float d) {
+  static_assert(F == quant::ElementFormat::e4m3 || F == quant::ElementFormat::e5m2, "FP8 formats only");
+  uint32_t w;
+  // PTX: the first source of cvt lands in the upper byte of its 16-bit result.
+  if constexpr (F == quant::ElementFormat::e4m3) {
+    asm("{\n\t.reg .b16 lo, hi;\n\t"
+        "cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n\t"
+        "cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n\t"
+        "mov.b32 %0, {lo, hi};\n\t}"
+        : "=r"(w)
+        : "f"(a), "f"(b), "f"(c), "f"(d));
+  } else {
+    asm("{\n\t.reg .b16 lo, hi;\n\t"
+        "cvt.rn.satfinite.e5m2x2.f32 lo, %2, %1;\n\t"
+        "cvt.rn.satfinite.e5m2x2.f32 hi, %4, %3;\n\t"
+        "mov.b32 %0, {lo, hi};\n\t}"
+        : "=r"(w)
+        : "f"(a), "f"(b), "f"(c), "f"(d));
+  }
+  return fp8x4_canonical_nan<F>(w);
+}
+
+// code[i] = quant::encode_scaled(F, x[i], s, sr, index0 + i), 16 codes in one 16-byte word.
+template <quant::ElementFormat F, bool kSr>
+__device__ __forceinline__ uint4 encode16(const float (&x)[16], float s, const quant::SrKey& sr, uint64_t index0) {
+  if constexpr (kSr) {
+    return encode16_scaled<F, true>(x, s, sr, index0);  // software encoder + Philox bits
+  } else {
+    uint32_t w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = fp8x4_rn<F>(x[4 * i] * s, x[4 * i + 1] * s, x[4 * i + 2] * s, x[4 * i + 3] * s);
+    return make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
+// MX elements (quant::mx_encode_element): a NaN block scale writes zero codes.
+template <quant::ElementFormat F, bool kSr>
+__device__ __forceinline__ uint4 encode16_mx(const float (&x)[16], uint8_t sc, const quant::SrKey& sr, uint64_t index0) {
+  if (sc == fmt::kE8M0Nan) return make_uint4(0, 0, 0, 0);
+  return encode16<F, kSr>(x, quant::mx_encode_multiplier(sc), sr, index0);
+}
+
+// ---- shared-memory transpose ---------------------------------------------------------------------
 __device__ __forceinline__ void park_rows(Smem& s, const uint4 (&v)[kRowsPerThread][2]) {
   const RowPhase p = row_phase();
 #pragma unroll
   for (int k = 0; k < kRowsPerThread; ++k) {
-    uint4* dst = reinterpret_cast<uint4*>(&s.x[p.r0 + 32 * k][kColsPerThread * p.chunk]);
-    dst[0] = v[k][0];
-    dst[1] = v[k][1];
+    const int r = p.r0 + 32 * k;
+    const int q = (kColsPerThread / 2) * p.chunk;  // first word of the chunk, a multiple of 8
+    *reinterpret_cast<uint4*>(&s.x[r][q ^ swizzle(r)]) = v[k][0];
+    *reinterpret_cast<uint4*>(&s.x[r][(q + 4) ^ swizzle(r)]) = v[k][1];
   }
 }
 
-// Column phase: this lane's 64 rows of its column, as floats.
-__device__ __forceinline__ void read_column(const Smem& s, float (&f)[kColRows]) {
-  const ColPhase p = col_phase();
+// Column pass: the 16 words (rows 16 rc + i, column pair `word`) of this lane.
+__device__ __forceinline__ void read_column_pair(const Smem& s, ColPhase p, uint32_t (&w)[kColRows]) {
+  const int q = p.word ^ (p.rc << 2);  // swizzle(16 rc + i) == 4 rc for every i < 16
 #pragma unroll
-  for (int i = 0; i < kColRows; ++i) f[i] = __uint_as_float(static_cast<uint32_t>(s.x[kColRows * p.half + i][p.col]) << 16);
+  for (int i = 0; i < kColRows; ++i) w[i] = s.x[kColRows * p.rc + i][q];
+}
+
+// The low (even) or high (odd) column of the pair as 16 floats.
+__device__ __forceinline__ void column_lo(const uint32_t (&w)[kColRows], float (&f)[kColRows]) {
+#pragma unroll
+  for (int i = 0; i < kColRows; ++i) f[i] = bf16_lo(w[i]);
+}
+__device__ __forceinline__ void column_hi(const uint32_t (&w)[kColRows], float (&f)[kColRows]) {
+#pragma unroll
+  for (int i = 0; i < kColRows; ++i) f[i] = bf16_hi(w[i]);
+}
+
+// Packed halfword amax of the 16 rows of both columns.
+__device__ __forceinline__ uint32_t column_pair_amax2(const uint32_t (&w)[kColRows]) {
+  uint32_t m = 0;
+#pragma unroll
+  for (int i = 0; i < kColRows; ++i) m = abs_max2(m, w[i]);
+  return m;
 }
 
 // Max of `v` over the 2^log2_lanes consecutive lanes of an aligned group (1 = pairs, 3 = eights).
@@ -113,6 +208,13 @@ template <int kLog2Lanes>
 __device__ __forceinline__ uint32_t group_max(uint32_t v) {
 #pragma unroll
   for (int m = 1; m < (1 << kLog2Lanes); m <<= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, m));
+  return v;
+}
+// The same on packed halfwords.
+template <int kLog2Lanes>
+__device__ __forceinline__ uint32_t group_max2(uint32_t v) {
+#pragma unroll
+  for (int m = 1; m < (1 << kLog2Lanes); m <<= 1) v = __vmaxu2(v, __shfl_xor_sync(0xffffffffu, v, m));
   return v;
 }
 

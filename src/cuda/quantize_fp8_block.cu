@@ -50,15 +50,9 @@ __global__ void __launch_bounds__(tile::kThreads)
   tile::load_rows(x, rows, cols, row0, col0, v);
   const tile::RowPhase rp = tile::row_phase();
   const int64_t c = col0 + tile::kColsPerThread * rp.chunk;
-  float f[tile::kRowsPerThread][16];
   uint32_t am[tile::kRowsPerThread];
 #pragma unroll
-  for (int k = 0; k < tile::kRowsPerThread; ++k) {
-    tile::unpack16(v[k], f[k]);
-    am[k] = 0;
-#pragma unroll
-    for (int i = 0; i < 16; ++i) am[k] = max(am[k], tile::abs_bits(f[k][i]));
-  }
+  for (int k = 0; k < tile::kRowsPerThread; ++k) am[k] = tile::amax16_bits(v[k]);
   if constexpr (G == Granularity::blk128x128) {
     uint32_t m = am[0];
 #pragma unroll
@@ -86,38 +80,41 @@ __global__ void __launch_bounds__(tile::kThreads)
       }
     }
     if (out.rowwise != nullptr && r < rows && c < cols) {
-      *reinterpret_cast<uint4*>(out.rowwise + r * cols + c) = encode16_scaled<F, kSr>(f[k], ps.enc, sr, r * cols + c);
+      float f[16];
+      tile::unpack16(v[k], f);
+      *reinterpret_cast<uint4*>(out.rowwise + r * cols + c) = tile::encode16<F, kSr>(f, ps.enc, sr, r * cols + c);
     }
   }
   if (out.colwise == nullptr) return;
 
-  // Column-wise copy: a block is one tile column; the two row halves meet in shared memory.
+  // Column-wise copy: a 1x128 block is one tile column, i.e. the 8 lanes (rc = 0..7) that share a
+  // column pair; their packed halfword amaxes meet in three shuffles.
   tile::park_rows(s, v);
   __syncthreads();
-  const tile::ColPhase cp = tile::col_phase();
-  float g[tile::kColRows];
-  tile::read_column(s, g);
-  const int64_t col = col0 + cp.col;
-  Pow2Scale ps = whole;
-  if constexpr (G == Granularity::vec1x128) {
-    uint32_t m = 0;
+  auto col_scale_index = [&](int64_t col) { return cublaslt ? sl::vec128_index(cols, col, row0) : col * col_blocks + tr; };
 #pragma unroll
-    for (int i = 0; i < tile::kColRows; ++i) m = max(m, tile::abs_bits(g[i]));
-    s.part[cp.half][cp.col] = __uint_as_float(m);
-    __syncthreads();
-    ps = block_scale(max(__float_as_uint(s.part[0][cp.col]), __float_as_uint(s.part[1][cp.col])));
-    if (cp.half == 0 && sc.colwise != nullptr && col < cols) {
-      sc.colwise[cublaslt ? sl::vec128_index(cols, col, row0) : col * col_blocks + tr] = ps.dec;
+  for (int pass = 0; pass < tile::kColPasses; ++pass) {
+    const tile::ColPhase cp = tile::col_phase(pass);
+    uint32_t w[tile::kColRows];
+    tile::read_column_pair(s, cp, w);
+    const int64_t col = col0 + 2 * cp.word, r = row0 + tile::kColRows * cp.rc;
+    Pow2Scale lo = whole, hi = whole;
+    if constexpr (G == Granularity::vec1x128) {
+      const uint32_t m2 = tile::group_max2<3>(tile::column_pair_amax2(w));
+      lo = block_scale(tile::lo_amax_bits(m2));
+      hi = block_scale(tile::hi_amax_bits(m2));
+      if (cp.rc == 0 && col < cols) {  // cols is a multiple of 16: col + 1 exists too
+        sc.colwise[col_scale_index(col)] = lo.dec;
+        sc.colwise[col_scale_index(col + 1)] = hi.dec;
+      }
     }
-  }
-#pragma unroll
-  for (int j = 0; j < tile::kColRows / 16; ++j) {
-    const int64_t r = row0 + tile::kColRows * cp.half + 16 * j;
-    float h[16];
-#pragma unroll
-    for (int i = 0; i < 16; ++i) h[i] = g[16 * j + i];
     if (col < cols && r < rows) {
-      *reinterpret_cast<uint4*>(out.colwise + col * rows + r) = encode16_scaled<F, kSr>(h, ps.enc, sr, col * rows + r);
+      float f[tile::kColRows];
+      tile::column_lo(w, f);
+      *reinterpret_cast<uint4*>(out.colwise + col * rows + r) = tile::encode16<F, kSr>(f, lo.enc, sr, col * rows + r);
+      tile::column_hi(w, f);
+      *reinterpret_cast<uint4*>(out.colwise + (col + 1) * rows + r) =
+          tile::encode16<F, kSr>(f, hi.enc, sr, (col + 1) * rows + r);
     }
   }
 }

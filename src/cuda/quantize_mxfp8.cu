@@ -45,47 +45,45 @@ __global__ void __launch_bounds__(tile::kThreads)
     const int64_t c = col0 + tile::kColsPerThread * rp.chunk;
 #pragma unroll
     for (int k = 0; k < tile::kRowsPerThread; ++k) {
-      float f[16];
-      tile::unpack16(v[k], f);
-      uint32_t m = 0;
-#pragma unroll
-      for (int i = 0; i < 16; ++i) m = max(m, tile::abs_bits(f[i]));
-      const uint8_t code = mx_code(tile::group_max<1>(m), sc.rule);
+      const uint8_t code = mx_code(tile::group_max<1>(tile::amax16_bits(v[k])), sc.rule);
       const int64_t r = row0 + rp.r0 + 32 * k;
       if (r < rows && c < cols) {
         if ((rp.chunk & 1) == 0) {
           sc.rowwise[grid_layout ? r * (cols / kMxBlock) + c / kMxBlock : sl::tiled_index(cols, kMxBlock, r, c)] = code;
         }
-        *reinterpret_cast<uint4*>(out.rowwise + r * cols + c) = encode16_mx<kF, kSr>(f, code, sr, r * cols + c);
+        float f[16];
+        tile::unpack16(v[k], f);
+        *reinterpret_cast<uint4*>(out.rowwise + r * cols + c) = tile::encode16_mx<kF, kSr>(f, code, sr, r * cols + c);
       }
     }
   }
   if (out.colwise == nullptr) return;
 
-  // A 32x1 block is 32 consecutive rows of this lane's column: two of its four 16-row chunks.
+  // A 32x1 block is 32 consecutive rows of one column: the lane pair (rc, rc ^ 1) of a column pair.
   tile::park_rows(s, v);
   __syncthreads();
-  const tile::ColPhase cp = tile::col_phase();
-  float g[tile::kColRows];
-  tile::read_column(s, g);
-  const int64_t col = col0 + cp.col;
+  auto scale_index = [&](int64_t col, int64_t rb) {
+    return grid_layout ? col * (rows / kMxBlock) + rb / kMxBlock : sl::tiled_index(rows, kMxBlock, col, rb);
+  };
 #pragma unroll
-  for (int b = 0; b < tile::kColRows / kMxBlock; ++b) {
-    uint32_t m = 0;
-#pragma unroll
-    for (int i = 0; i < kMxBlock; ++i) m = max(m, tile::abs_bits(g[kMxBlock * b + i]));
-    const uint8_t code = mx_code(m, sc.rule);
-    const int64_t rb = row0 + tile::kColRows * cp.half + kMxBlock * b;
-    if (col >= cols || rb >= rows) continue;
-    sc.colwise[grid_layout ? col * (rows / kMxBlock) + rb / kMxBlock : sl::tiled_index(rows, kMxBlock, col, rb)] = code;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float q[16];
-#pragma unroll
-      for (int i = 0; i < 16; ++i) q[i] = g[kMxBlock * b + 16 * h + i];
-      const int64_t r = rb + 16 * h;
-      *reinterpret_cast<uint4*>(out.colwise + col * rows + r) = encode16_mx<kF, kSr>(q, code, sr, col * rows + r);
+  for (int pass = 0; pass < tile::kColPasses; ++pass) {
+    const tile::ColPhase cp = tile::col_phase(pass);
+    uint32_t w[tile::kColRows];
+    tile::read_column_pair(s, cp, w);
+    const uint32_t m2 = tile::group_max2<1>(tile::column_pair_amax2(w));
+    const uint8_t lo = mx_code(tile::lo_amax_bits(m2), sc.rule), hi = mx_code(tile::hi_amax_bits(m2), sc.rule);
+    const int64_t col = col0 + 2 * cp.word, r = row0 + tile::kColRows * cp.rc;
+    if (col >= cols || r >= rows) continue;  // rows is a multiple of 32: the whole 32-block exists
+    if ((cp.rc & 1) == 0) {
+      sc.colwise[scale_index(col, r)] = lo;
+      sc.colwise[scale_index(col + 1, r)] = hi;
     }
+    float f[tile::kColRows];
+    tile::column_lo(w, f);
+    *reinterpret_cast<uint4*>(out.colwise + col * rows + r) = tile::encode16_mx<kF, kSr>(f, lo, sr, col * rows + r);
+    tile::column_hi(w, f);
+    *reinterpret_cast<uint4*>(out.colwise + (col + 1) * rows + r) =
+        tile::encode16_mx<kF, kSr>(f, hi, sr, (col + 1) * rows + r);
   }
 }
 
