@@ -3,6 +3,7 @@
 #include "nibble/quant/amax.hpp"
 #include "nibble/quant/amax_history.hpp"
 #include "nibble/quant/element_codecs.hpp"
+#include "nibble/quant/error_metrics.hpp"
 #include "nibble/quant/formats.hpp"
 #include "nibble/quant/hadamard.hpp"
 #include "nibble/quant/quantized_tensor.hpp"

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "command_registry.hpp"
+#include "nibble/report/files.hpp"
 #include "nibble/law.hpp"
 
 namespace nibble::cli {
@@ -93,12 +94,8 @@ Speedups resolve_speedups(const LawInputs& in) {
   return sp;
 }
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  if (!out) throw std::invalid_argument(fmt::format("cannot write '{}': check the directory exists and is writable", path));
-  out << text;
-  if (!out) throw std::runtime_error(fmt::format("writing '{}' failed", path));
-}
+// Written to a temporary name and renamed, so a failed run never leaves a file that looks complete.
+void write_text(const std::string& path, const std::string& text) { nibble::report::write_file_atomic(path, text); }
 
 void check_format(const std::string& f) {
   if (f != "table" && f != "json") throw std::invalid_argument(fmt::format("--format {} must be table or json", f));
@@ -158,7 +155,7 @@ std::function<int()> setup_fit(CLI::App* app) {
     if (a->solver == "ceres") o.solver = FitSolver::ceres;
     else if (a->solver == "eigen-lm") o.solver = FitSolver::eigen_lm;
     else if (a->solver != "auto") throw std::invalid_argument(fmt::format("--solver {} must be auto, ceres or eigen-lm", a->solver));
-    if (!a->json.empty()) write_text(a->json, "");  // fail on an unwritable path before the long fit
+    nibble::report::check_output_paths({a->json});  // fail on an unwritable path before the long fit
     FitResult fit = fit_scaling_law(read_runs_csv(a->runs), o);
     fit.law.source += " from " + a->runs;
     const nlohmann::json j = fit_to_json(fit);

@@ -139,7 +139,8 @@ NIBBLE_HD constexpr uint8_t quartet_backward_group(const float* x, int n, const 
 // Exact iff k_max - k_j <= 14 (or the code is zero).
 NIBBLE_HD constexpr uint8_t reencode_e2m1_as_e4m3(uint8_t e2m1_code, int k_block, int k_max) {
   const int shift = k_block - k_max + 6;
-  if (shift < -149) return static_cast<uint8_t>((e2m1_code & 0x8) ? 0x80 : 0x00);
+  // A zero code stays a signed zero whatever the shift (2^shift may not even be a float).
+  if (shift < -149 || (e2m1_code & 0x7) == 0) return static_cast<uint8_t>((e2m1_code & 0x8) ? 0x80 : 0x00);
   return fmt::encode_e4m3(fmt::decode_e2m1(e2m1_code) * fmt::pow2f(shift));
 }
 inline constexpr int kReencodeMaxSpread = 14;
