@@ -4,3 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 ctest --test-dir build --output-on-failure -j "$(nproc)"
+# The PyTorch layer (python/nibble) on CPU tensors, against the CPU reference.
+bash scripts/python_test.sh
