@@ -12,8 +12,9 @@ namespace tile = fp8_tile;
 constexpr int kMxBlock = 32;
 constexpr int kThreads = 256;
 
-// 16 codes of one block -> 16 BF16 (two 16-byte stores' worth).
-__device__ __forceinline__ void decode16(uint4 codes, uint8_t scale, uint4 (&o)[2]) {
+// 16 codes of one block -> 16 BF16 (two 16-byte stores' worth), one element at a time through the
+// shared scalar function: the reference path, used for NaN codes and extreme scales.
+__device__ __forceinline__ void decode16_scalar(uint4 codes, uint8_t scale, uint4 (&o)[2]) {
   const uint32_t w[4] = {codes.x, codes.y, codes.z, codes.w};
   uint32_t r[8];
 #pragma unroll
@@ -26,20 +27,76 @@ __device__ __forceinline__ void decode16(uint4 codes, uint8_t scale, uint4 (&o)[
   o[1] = make_uint4(r[4], r[5], r[6], r[7]);
 }
 
-// Straight: one 16-code chunk per thread; a warp covers 512 contiguous codes.
+// Scales 2^(k-127) with k in [15, 246] keep every product of a non-NaN E4M3 value (2^-9 .. 448) a
+// normal BF16, so the decode is exact bit arithmetic: the hardware widens two codes to FP16
+// (cvt.rn.f16x2.e4m3x2, exact), and an FP16 with a 3-bit mantissa becomes the BF16 of
+// value * 2^(k-127) by dropping 3 mantissa bits and adding (k - 15) to the exponent field.
+constexpr int kFastScaleMin = 15, kFastScaleMax = 246;
+
+// Two codes (low byte -> low half) -> two BF16; `bias` = (k - 15) << 7.
+__device__ __forceinline__ uint32_t decode2_fast(uint32_t code_pair, uint32_t bias) {
+  uint32_t h;
+  asm("{\n\t.reg .b16 c;\n\tcvt.u16.u32 c, %1;\n\tcvt.rn.f16x2.e4m3x2 %0, c;\n\t}" : "=r"(h) : "r"(code_pair));
+  const uint32_t mag = (h & 0x7fff7fffu) >> 3;  // the high half's dropped bits are zero: no spill-over
+  const uint32_t nonzero = ((mag + 0x7fff7fffu) & 0x80008000u) >> 15;  // 1 per non-zero half
+  return (nonzero * bias + mag) | (h & 0x80008000u);  // zero keeps its sign and no exponent
+}
+
+// True if any of the 16 codes is NaN (0x7F / 0xFF).
+__device__ __forceinline__ bool any_nan16(uint4 c) {
+  auto nan_bytes = [](uint32_t w) { return ((w & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u; };
+  return (nan_bytes(c.x) | nan_bytes(c.y) | nan_bytes(c.z) | nan_bytes(c.w)) != 0;
+}
+
+// == decode16_scalar for every input (tests/cuda/test_quantize_fp8_mx.cu checks all codes x scales).
+__device__ __forceinline__ void decode16(uint4 codes, uint8_t scale, uint4 (&o)[2]) {
+  if (scale < kFastScaleMin || scale > kFastScaleMax || any_nan16(codes)) {
+    decode16_scalar(codes, scale, o);
+    return;
+  }
+  const uint32_t bias = static_cast<uint32_t>(scale - 15) << 7;
+  const uint32_t w[4] = {codes.x, codes.y, codes.z, codes.w};
+  uint32_t r[8];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    r[2 * i] = decode2_fast(w[i] & 0xffffu, bias);
+    r[2 * i + 1] = decode2_fast(w[i] >> 16, bias);
+  }
+  o[0] = make_uint4(r[0], r[1], r[2], r[3]);
+  o[1] = make_uint4(r[4], r[5], r[6], r[7]);
+}
+
+// Straight: two 16-code chunks per thread (both loads in flight before any math); a warp covers
+// 1024 contiguous codes.
+constexpr int kChunksPerThread = 2;
 __global__ void __launch_bounds__(kThreads)
     decode_mxfp8_bf16_kernel(const uint4* __restrict__ codes, const uint8_t* __restrict__ scales, int64_t chunks,
                              uint4* __restrict__ out) {
-  const int64_t i = int64_t{blockIdx.x} * kThreads + threadIdx.x;
-  if (i >= chunks) return;
-  uint4 o[2];
-  decode16(__ldg(codes + i), __ldg(scales + i / 2), o);
-  out[2 * i] = o[0];
-  out[2 * i + 1] = o[1];
+  const int64_t first = int64_t{blockIdx.x} * (kThreads * kChunksPerThread) + threadIdx.x;
+  uint4 c[kChunksPerThread];
+  uint8_t sc[kChunksPerThread];
+#pragma unroll
+  for (int u = 0; u < kChunksPerThread; ++u) {
+    const int64_t i = first + u * kThreads;
+    if (i < chunks) {
+      c[u] = __ldg(codes + i);
+      sc[u] = __ldg(scales + i / 2);  // a 32-block is two chunks
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < kChunksPerThread; ++u) {
+    const int64_t i = first + u * kThreads;
+    if (i >= chunks) break;
+    uint4 o[2];
+    decode16(c[u], sc[u], o);
+    out[2 * i] = o[0];
+    out[2 * i + 1] = o[1];
+  }
 }
 
-// Transposed: a 128x128 tile of codes is decoded row-wise into shared memory (BF16), then each lane
-// writes 64 rows of one column as a contiguous 128-byte run of the [cols, rows] output.
+// Transposed: a 128x128 tile of codes is decoded row-wise into shared memory (BF16, the swizzled
+// layout of fp8_tile), then each lane takes 16 rows of a column pair and writes 32 bytes of each of
+// its two output rows; the 8 lanes of a pair cover 256 contiguous bytes of both.
 __global__ void __launch_bounds__(tile::kThreads)
     decode_mxfp8_bf16_transpose_kernel(const uint8_t* __restrict__ codes, const uint8_t* __restrict__ scales,
                                        int64_t rows, int64_t cols, uint16_t* __restrict__ out) {
@@ -54,29 +111,32 @@ __global__ void __launch_bounds__(tile::kThreads)
     const int64_t r = row0 + rp.r0 + 32 * k;
     const bool ok = r < rows && c < cols;
     in[k] = ok ? __ldg(reinterpret_cast<const uint4*>(codes + r * cols + c)) : make_uint4(0, 0, 0, 0);
-    sc[k] = ok ? __ldg(scales + r * (cols / kMxBlock) + c / kMxBlock) : 0;
+    sc[k] = ok ? __ldg(scales + r * (cols / kMxBlock) + c / kMxBlock) : 127;
   }
+  uint4 v[tile::kRowsPerThread][2];
 #pragma unroll
-  for (int k = 0; k < tile::kRowsPerThread; ++k) {
-    uint4 o[2];
-    decode16(in[k], sc[k], o);
-    uint4* dst = reinterpret_cast<uint4*>(&s.x[rp.r0 + 32 * k][tile::kColsPerThread * rp.chunk]);
-    dst[0] = o[0];
-    dst[1] = o[1];
-  }
+  for (int k = 0; k < tile::kRowsPerThread; ++k) decode16(in[k], sc[k], v[k]);
+  tile::park_rows(s, v);
   __syncthreads();
-  const tile::ColPhase cp = tile::col_phase();
-  const int64_t col = col0 + cp.col;
-  if (col >= cols) return;
 #pragma unroll
-  for (int j = 0; j < tile::kColRows / 8; ++j) {
-    const int rl = tile::kColRows * cp.half + 8 * j;
-    const int64_t r = row0 + rl;
-    if (r >= rows) break;
-    uint32_t w[4];
+  for (int pass = 0; pass < tile::kColPasses; ++pass) {
+    const tile::ColPhase cp = tile::col_phase(pass);
+    uint32_t w[tile::kColRows];
+    tile::read_column_pair(s, cp, w);
+    const int64_t col = col0 + 2 * cp.word, r = row0 + tile::kColRows * cp.rc;
+    if (col >= cols || r >= rows) continue;  // rows, cols multiples of 32: whole 16-row runs exist
+    uint32_t lo[8], hi[8];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) w[i] = s.x[rl + 2 * i][cp.col] | static_cast<uint32_t>(s.x[rl + 2 * i + 1][cp.col]) << 16;
-    *reinterpret_cast<uint4*>(out + col * rows + r) = make_uint4(w[0], w[1], w[2], w[3]);
+    for (int j = 0; j < 8; ++j) {
+      lo[j] = __byte_perm(w[2 * j], w[2 * j + 1], 0x5410);  // low halves of rows 2j, 2j+1
+      hi[j] = __byte_perm(w[2 * j], w[2 * j + 1], 0x7632);  // high halves
+    }
+    uint4* dst_lo = reinterpret_cast<uint4*>(out + col * rows + r);
+    uint4* dst_hi = reinterpret_cast<uint4*>(out + (col + 1) * rows + r);
+    dst_lo[0] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+    dst_lo[1] = make_uint4(lo[4], lo[5], lo[6], lo[7]);
+    dst_hi[0] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+    dst_hi[1] = make_uint4(hi[4], hi[5], hi[6], hi[7]);
   }
 }
 
@@ -94,11 +154,11 @@ const char* decode_mxfp8_bf16(const uint8_t* codes, const uint8_t* scales, int64
   fp8_check::aligned16(fn, "codes", codes);
   fp8_check::aligned16(fn, "out", out);
   if (!transpose_out) {
-    const int64_t chunks = rows * cols / 16;
-    decode_mxfp8_bf16_kernel<<<static_cast<unsigned>((chunks + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+    const int64_t chunks = rows * cols / 16, per_block = int64_t{kThreads} * kChunksPerThread;
+    decode_mxfp8_bf16_kernel<<<static_cast<unsigned>((chunks + per_block - 1) / per_block), kThreads, 0, stream>>>(
         reinterpret_cast<const uint4*>(codes), scales, chunks, reinterpret_cast<uint4*>(out));
     NIBBLE_CHECK_LAUNCH();
-    return "decode mxfp8 -> bf16 (exact, straight)";
+    return "decode mxfp8 -> bf16 (exact, straight; bit arithmetic for scales 2^-112..2^119)";
   }
   const dim3 grid(static_cast<unsigned>((cols + tile::kTile - 1) / tile::kTile),
                   static_cast<unsigned>((rows + tile::kTile - 1) / tile::kTile));
