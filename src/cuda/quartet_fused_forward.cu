@@ -1,0 +1,217 @@
+// Fused Quartet forward quantizer for Hopper: Hadamard + QuEST per 1x32 group and the exact E4M3
+// re-encoding with one scale per row (SPEC 4), in one pass over the input (quartet_fused.hpp).
+//
+// One CTA per row. Thread t owns the 32-groups t, t + blockDim, ... of its row (PER of them, in
+// registers as 16 packed bytes + the E8M0 code): it loads each with 16-byte loads, rotates it with
+// quant::rotate_block_forward and quantizes it with fp4::quest_group_packed (the expressions of
+// quant::quest_group, see quartet_fused_group_math.cuh), optionally storing the MXFP4 planes. A CTA
+// reduction gives the row's k_max / k_min over blocks holding a non-zero code; the E4M3 codes are
+// then written from registers, 4 elements per byte-permute lookup of the closed-form table of
+// reencode.hpp (the shift k_j - k_max + 6 of every block of an exact row is in [-8, 6]); blocks out
+// of that range (violating rows only) take quant::reencode_e2m1_as_e4m3 per element, as the
+// standalone re-encoder (reencode_mxfp4_e4m3.cu) does.
+#include <stdexcept>
+#include <string>
+
+#include "fp4_kernel_io.cuh"
+#include "nibble/cuda/quartet_fused.hpp"
+#include "nibble/cuda/reencode.hpp"
+#include "nibble/format/e8m0.hpp"
+#include "nibble/quant/hadamard.hpp"
+#include "quartet_fused_group_math.cuh"
+
+namespace nibble::cuda {
+namespace {
+
+constexpr int kMaxThreads = 512;
+constexpr int kMaxPer = 8;
+constexpr int kNoBlock = -1000;  // k of a block that does not count (NaN scale or all-zero codes)
+
+__device__ __forceinline__ int block_exponent(const uint4& c, uint8_t sc) {
+  const bool nonzero = ((c.x | c.y | c.z | c.w) & 0x77777777u) != 0;
+  return sc != fmt::kE8M0Nan && nonzero ? fmt::e8m0_exponent(sc) : kNoBlock;
+}
+
+// 4 E2M1 codes (16 bits) -> 4 E4M3 bytes through the magnitude table (lo, hi), signs moved to bit 7.
+__device__ __forceinline__ uint32_t lookup4(uint32_t x16, uint32_t lo, uint32_t hi) {
+  const uint32_t mags = __byte_perm(lo, hi, x16 & 0x7777u);
+  const uint32_t b = __byte_perm(x16, 0, 0x1100);  // bytes: x0, x0, x1, x1
+  return mags | ((b << 4) & 0x00800080u) | (b & 0x80008000u);
+}
+
+// The 32 E4M3 codes of one block re-encoded against the row's k_max (two 16-byte stores).
+__device__ __forceinline__ void store_block_e4m3(const uint4& c, uint8_t sc, int k_max, uint8_t* __restrict__ out) {
+  uint32_t o[8];
+  const uint32_t w[4] = {c.x, c.y, c.z, c.w};
+  const int kj = fmt::e8m0_exponent(sc);
+  const int shift = kj - k_max + 6;
+  if (sc == fmt::kE8M0Nan) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) o[i] = 0x7F7F7F7Fu;  // NaN block -> E4M3 NaN, as the reference
+  } else if (shift >= kReencodeFastShiftMin && shift <= kReencodeFastShiftMax) {
+    const uint64_t t = e2m1_to_e4m3_magnitudes(shift);
+    const uint32_t lo = static_cast<uint32_t>(t), hi = static_cast<uint32_t>(t >> 32);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      o[2 * i] = lookup4(w[i] & 0xFFFFu, lo, hi);
+      o[2 * i + 1] = lookup4(w[i] >> 16, lo, hi);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      uint32_t v = 0;
+      for (int j = 0; j < 4; ++j) {
+        const uint8_t e2m1 = static_cast<uint8_t>((w[i / 2] >> (16 * (i % 2) + 4 * j)) & 0xF);
+        v |= static_cast<uint32_t>(quant::reencode_e2m1_as_e4m3(e2m1, kj, k_max)) << (8 * j);
+      }
+      o[i] = v;
+    }
+  }
+  uint4* dst = reinterpret_cast<uint4*>(out);
+  dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
+  dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+}
+
+// CTA-wide max of a and min of b (every thread gets the result).
+__device__ __forceinline__ void cta_extremes(int& a, int& b) {
+  __shared__ int smax[kMaxThreads / 32], smin[kMaxThreads / 32];
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) {
+    a = max(a, __shfl_xor_sync(0xffffffffu, a, d));
+    b = min(b, __shfl_xor_sync(0xffffffffu, b, d));
+  }
+  const int warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  if (threadIdx.x % 32 == 0) {
+    smax[warp] = a;
+    smin[warp] = b;
+  }
+  __syncthreads();
+  a = smax[0];
+  b = smin[0];
+  for (int i = 1; i < warps; ++i) {
+    a = max(a, smax[i]);
+    b = min(b, smin[i]);
+  }
+}
+
+template <int R, bool kQuest, int PER, class In>
+__global__ void __launch_bounds__(kMaxThreads)
+    quartet_forward_e4m3_kernel(const In* __restrict__ x, int64_t cols, Mxfp4Planes mx, Fp8RowOperand fp8) {
+  const int64_t row = blockIdx.x;
+  const int nb = static_cast<int>(cols / 32);
+  uint4 c[PER];
+  uint8_t s[PER];
+  int k_max = kNoBlock, k_min = 1000;
+#pragma unroll
+  for (int i = 0; i < PER; ++i) {
+    const int b = i * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
+    c[i] = make_uint4(0, 0, 0, 0);
+    s[i] = fmt::kE8M0Nan;
+    if (b >= nb) continue;
+    const int64_t gi = row * nb + b;  // group index = element index / 32
+    float v[32];
+    fp4::load_dense<32>(x + gi * 32, v);
+    if constexpr (R > 0) {
+      constexpr quant::Rotation rot{R, quant::SignKind::none, 0};
+#pragma unroll
+      for (int j = 0; j < 32 / R; ++j) quant::rotate_block_forward(v + j * R, rot);
+    }
+    uint32_t trusted;
+    s[i] = kQuest ? fp4::quest_group_packed(v, c[i], trusted) : fp4::absmax_forward_group_packed(v, c[i], trusted);
+    if (mx.codes != nullptr) reinterpret_cast<uint4*>(mx.codes)[gi] = c[i];
+    if (mx.scales != nullptr) mx.scales[gi] = s[i];
+    if (mx.mask != nullptr) reinterpret_cast<uint32_t*>(mx.mask)[gi] = trusted;
+    const int k = block_exponent(c[i], s[i]);
+    k_max = max(k_max, k);
+    k_min = k == kNoBlock ? k_min : min(k_min, k);
+  }
+  cta_extremes(k_max, k_min);
+  const bool any = k_max != kNoBlock;
+  const int kset = any ? k_max : 0;  // a row without any non-zero code: k_max = 0, as the reference
+  if (threadIdx.x == 0) {
+    fp8.row_scales[scale_layout::outer_vec_index(row)] = fmt::pow2f(kset - 6);
+    if (any && k_max - k_min > quant::kReencodeMaxSpread && fp8.violating_rows != nullptr) {
+      atomicAdd(fp8.violating_rows, 1);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < PER; ++i) {
+    const int b = i * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
+    if (b < nb) store_block_e4m3(c[i], s[i], kset, fp8.codes + row * cols + static_cast<int64_t>(b) * 32);
+  }
+}
+
+template <int R, bool kQuest, class In>
+void launch(const In* x, int64_t rows, int64_t cols, Mxfp4Planes mx, Fp8RowOperand fp8, cudaStream_t stream) {
+  const int64_t nb = cols / 32;
+  int per = 1;  // smallest groups-per-thread that keeps the row resident in at most 512 threads
+  while (per < kMaxPer && nb > static_cast<int64_t>(per) * kMaxThreads) per *= 2;
+  const int64_t want = (nb + per - 1) / per;
+  const int threads = static_cast<int>(((want + 31) / 32) * 32);
+  const dim3 grid(static_cast<unsigned>(rows));
+  auto go = [&](auto kernel) { kernel<<<grid, threads, 0, stream>>>(x, cols, mx, fp8); };
+  switch (per) {
+    case 1: go(quartet_forward_e4m3_kernel<R, kQuest, 1, In>); break;
+    case 2: go(quartet_forward_e4m3_kernel<R, kQuest, 2, In>); break;
+    case 4: go(quartet_forward_e4m3_kernel<R, kQuest, 4, In>); break;
+    default: go(quartet_forward_e4m3_kernel<R, kQuest, kMaxPer, In>); break;
+  }
+  NIBBLE_CHECK_LAUNCH();
+}
+
+template <class In>
+void dispatch(const In* x, int64_t rows, int64_t cols, const QuartetForwardOptions& o, Mxfp4Planes mx,
+              Fp8RowOperand fp8, cudaStream_t stream) {
+  const bool quest = o.quantizer == quant::ForwardQuantizer::quest;
+  const int r = o.rotate ? o.hadamard_size : 0;
+  if (quest) {
+    if (r == 0) return launch<0, true>(x, rows, cols, mx, fp8, stream);
+    if (r == 16) return launch<16, true>(x, rows, cols, mx, fp8, stream);
+    return launch<32, true>(x, rows, cols, mx, fp8, stream);
+  }
+  if (r == 0) return launch<0, false>(x, rows, cols, mx, fp8, stream);
+  if (r == 16) return launch<16, false>(x, rows, cols, mx, fp8, stream);
+  return launch<32, false>(x, rows, cols, mx, fp8, stream);
+}
+
+}  // namespace
+
+const char* quartet_forward_quantize_e4m3(const void* x, Fp4DenseType type, int64_t rows, int64_t cols,
+                                          const QuartetForwardOptions& options, Mxfp4Planes mxfp4,
+                                          Fp8RowOperand fp8, cudaStream_t stream) {
+  constexpr const char* fn = "quartet_forward_quantize_e4m3";
+  fp4::check_shape(fn, rows, cols);
+  fp4::check_multiple(fn, "cols", cols, 32, "one thread quantizes whole 1x32 groups along cols");
+  if (cols > static_cast<int64_t>(kMaxPer) * kMaxThreads * 32) {
+    throw std::invalid_argument(std::string(fn) + ": cols = " + std::to_string(cols) +
+                                " exceeds 131072 (one CTA holds a row's groups in registers); use "
+                                "quartet_forward_quantize followed by reencode_mxfp4_e4m3");
+  }
+  if (options.rotate && options.hadamard_size != 16 && options.hadamard_size != 32) {
+    throw std::invalid_argument(std::string(fn) + ": hadamard_size " + std::to_string(options.hadamard_size) +
+                                " is not supported by the fused kernel (one thread holds one 32-group); use 16 or "
+                                "32, or quartet_forward_quantize followed by reencode_mxfp4_e4m3");
+  }
+  fp4::check_not_null(fn, "x", x);
+  fp4::check_not_null(fn, "fp8.codes", fp8.codes);
+  fp4::check_not_null(fn, "fp8.row_scales", fp8.row_scales);
+  fp4::check_aligned(fn, "x", x);
+  fp4::check_aligned(fn, "fp8.codes", fp8.codes);
+  fp4::check_aligned(fn, "fp8.row_scales", fp8.row_scales, 4);
+  fp4::check_aligned(fn, "mxfp4.codes", mxfp4.codes);
+  fp4::check_aligned(fn, "mxfp4.mask", mxfp4.mask, 4);
+  fp4::check_aligned(fn, "fp8.violating_rows", fp8.violating_rows, 4);
+  if (fp8.violating_rows != nullptr) {
+    NIBBLE_CUDA_CHECK(cudaMemsetAsync(fp8.violating_rows, 0, sizeof(int), stream));
+  }
+  if (type == Fp4DenseType::bf16) {
+    dispatch(static_cast<const uint16_t*>(x), rows, cols, options, mxfp4, fp8, stream);
+  } else {
+    dispatch(static_cast<const float*>(x), rows, cols, options, mxfp4, fp8, stream);
+  }
+  const bool quest = options.quantizer == quant::ForwardQuantizer::quest;
+  return quest ? "cuda quartet_forward_e4m3 fused hadamard+quest -> mxfp4 + exact e4m3 row scales (outer_vec), CTA per row"
+               : "cuda quartet_forward_e4m3 fused hadamard+absmax -> mxfp4 + exact e4m3 row scales (outer_vec), CTA per row";
+}
+
+}  // namespace nibble::cuda
