@@ -128,6 +128,42 @@ TEST(DecodeMxfp8Bf16, StraightAndTransposedMatchReference) {
   }
 }
 
+// Every (code, scale) pair, straight and transposed: the decode takes bit arithmetic for scales in
+// [15, 246] and the scalar path otherwise (and for NaN codes), so the boundaries must agree too.
+// Row r, block b holds codes 32 b .. 32 b + 31 with scale (r + 37 b) % 256: 256 rows reach every scale.
+TEST(DecodeMxfp8Bf16, EveryCodeUnderEveryScale) {
+  NIBBLE_REQUIRE_GPU();
+  constexpr int64_t rows = 256, cols = 256;
+  std::vector<uint8_t> codes(rows * cols), scales(rows * cols / 32);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) codes[r * cols + c] = static_cast<uint8_t>(c);
+    for (int64_t b = 0; b < cols / 32; ++b) scales[r * (cols / 32) + b] = static_cast<uint8_t>((r + 37 * b) % 256);
+  }
+  std::vector<uint16_t> want(codes.size()), want_t(codes.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const uint16_t v = nc::mxfp8_decode_bf16(codes[r * cols + c], scales[r * (cols / 32) + c / 32]);
+      want[r * cols + c] = v;
+      want_t[c * rows + r] = v;
+    }
+  DeviceBuffer<uint8_t> dc(codes.size()), ds(scales.size());
+  dc.upload(codes);
+  ds.upload(scales);
+  DeviceBuffer<uint16_t> out(codes.size());
+  for (bool transpose : {false, true}) {
+    for (uint8_t p : kPoisons) {
+      out.poison(p);
+      nc::decode_mxfp8_bf16(dc.ptr, ds.ptr, rows, cols, out.ptr, transpose, nullptr);
+      SCOPED_TRACE(transpose ? "transposed" : "straight");
+      EXPECT_TRUE(same_bits("bf16", out.download(), transpose ? want_t : want, [&](size_t i) {
+        const int64_t r = transpose ? static_cast<int64_t>(i) % rows : static_cast<int64_t>(i) / cols;
+        const int64_t c = transpose ? static_cast<int64_t>(i) / rows : static_cast<int64_t>(i) % cols;
+        return "code " + std::to_string(codes[r * cols + c]) + " scale " + std::to_string(scales[r * (cols / 32) + c / 32]);
+      }));
+    }
+  }
+}
+
 TEST(QuantizeMxfp8, BadShapesThrowBeforeLaunch) {
   NIBBLE_REQUIRE_GPU();
   DeviceBuffer<uint16_t> x(64 * 64);
