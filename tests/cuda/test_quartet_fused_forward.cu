@@ -1,0 +1,223 @@
+// The fused forward quantizer (quartet_fused.hpp) == quant::quantize_quartet_forward followed by
+// quant::reencode_mxfp4_as_e4m3(row), bit for bit: E4M3 codes, row scales, violating-row count, and
+// the MXFP4 planes + trust mask. Fresh random BF16/FP32 data each run (normals times 2^U(-20, 20)
+// per row), rows with all-zero groups, NaN, inf, exact E2M1 ties and huge in-row spreads (so some
+// rows violate the spread-14 condition and must be counted); outputs poisoned with 0xA5 first.
+// Also the one-add E2M1 encoder of quartet_fused_group_math.cuh against fmt::encode_e2m1 on all
+// 2^32 float bit patterns (GPU) and on a dense CPU sample.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../../src/cuda/quartet_fused_group_math.cuh"
+#include "gpu_test_support.hpp"
+#include "nibble/cuda/check.hpp"
+#include "nibble/cuda/quartet.hpp"
+#include "nibble/cuda/quartet_fused.hpp"
+#include "nibble/format.hpp"
+#include "nibble/quant/quantizers.hpp"
+#include "nibble/quant/reencode.hpp"
+
+namespace {
+
+using namespace nibble;
+
+template <class T>
+struct DeviceBuffer {
+  T* p = nullptr;
+  size_t n = 0;
+  explicit DeviceBuffer(size_t count) : n(count) {
+    NIBBLE_CUDA_CHECK(cudaMalloc(&p, count * sizeof(T) + 16));
+    NIBBLE_CUDA_CHECK(cudaMemset(p, 0xA5, count * sizeof(T) + 16));  // poison: unwritten bytes show
+  }
+  ~DeviceBuffer() { cudaFree(p); }
+  void upload(const std::vector<T>& h) { NIBBLE_CUDA_CHECK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice)); }
+  std::vector<T> download() const {
+    NIBBLE_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<T> h(n);
+    NIBBLE_CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+// Float data exactly representable in BF16 (so the BF16 and FP32 inputs carry the same values).
+std::vector<float> make_input(int64_t rows, int64_t cols, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> expo(-20, 20);
+  std::vector<float> x(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float mag = fmt::pow2f(expo(rng));
+    for (int64_t c = 0; c < cols; ++c) {
+      float v = normal(rng) * mag;
+      if (v == 0.0f) v = mag;
+      x[static_cast<size_t>(r * cols + c)] = fmt::decode_bf16(fmt::encode_bf16(v));
+    }
+  }
+  auto at = [&](int64_t r, int64_t c) -> float& { return x[static_cast<size_t>(r * cols + c)]; };
+  if (rows >= 8 && cols >= 64) {
+    for (int c = 0; c < 32; ++c) at(0, c) = 0.0f;                      // all-zero group
+    at(1, 5) = fmt::bits_float(0x7fc00000u);                           // NaN group
+    at(2, 40) = fmt::bits_float(0x7f800000u);                          // inf group
+    for (int64_t c = 0; c < cols; ++c) at(3, c) = 0.0f;                // an all-zero row (k_max = 0)
+    const float ties[] = {4.0f, 0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, -0.25f, -2.5f, -3.5f, 1.0f, -1.0f};
+    for (int c = 0; c < 32; ++c) at(4, c) = ties[c % 12];
+    for (int c = 32; c < 64; ++c) at(5, c) *= 0x1p-40f;                // spread > 14: a violating row
+    for (int c = 0; c < 32; ++c) at(6, c) *= 0x1p-12f;                 // spread ~12: exact, deep shifts
+    for (int c = 0; c < 32; ++c) at(7, c) = fmt::decode_bf16(fmt::encode_bf16(1e-38f * (c + 1)));  // near k = -127
+  }
+  return x;
+}
+
+void expect_same(const char* what, const std::vector<uint8_t>& got, const std::vector<uint8_t>& want) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (got[i] != want[i]) {
+      ADD_FAILURE() << what << ": first mismatch at byte " << i << ": got 0x" << std::hex << int(got[i])
+                    << ", expected 0x" << int(want[i]);
+      return;
+    }
+  }
+}
+
+struct Case {
+  int64_t rows, cols;
+  int h;
+  bool rotate;
+  quant::ForwardQuantizer kind;
+  bool fp32;
+};
+
+void run_case(const Case& k, std::mt19937_64& rng) {
+  SCOPED_TRACE(::testing::Message() << k.rows << "x" << k.cols << " h" << k.h << " rotate " << k.rotate << " quest "
+                                    << (k.kind == quant::ForwardQuantizer::quest) << " fp32 " << k.fp32);
+  const auto xf = make_input(k.rows, k.cols, rng);
+  const size_t n = xf.size();
+  const auto ref = quant::quantize_quartet_forward(xf.data(), k.rows, k.cols, k.h, k.rotate, k.kind);
+  const auto ref8 = quant::reencode_mxfp4_as_e4m3(ref, quant::ReencodeSet::row);
+
+  DeviceBuffer<float> x32(n);
+  DeviceBuffer<uint16_t> x16(n);
+  if (k.fp32) {
+    x32.upload(xf);
+  } else {
+    std::vector<uint16_t> b(n);
+    for (size_t i = 0; i < n; ++i) b[i] = fmt::encode_bf16(xf[i]);
+    x16.upload(b);
+  }
+  DeviceBuffer<uint8_t> codes(n / 2), scales(n / 32), mask(n / 8), e4m3(n);
+  DeviceBuffer<float> row_scales(static_cast<size_t>(k.rows));
+  DeviceBuffer<int> violations(1);
+  const cuda::QuartetForwardOptions o{k.h, k.rotate, k.kind};
+  const char* path = cuda::quartet_forward_quantize_e4m3(
+      k.fp32 ? static_cast<const void*>(x32.p) : static_cast<const void*>(x16.p),
+      k.fp32 ? cuda::Fp4DenseType::fp32 : cuda::Fp4DenseType::bf16, k.rows, k.cols, o,
+      {codes.p, scales.p, mask.p}, {e4m3.p, row_scales.p, violations.p}, nullptr);
+  EXPECT_NE(std::string(path).find("fused"), std::string::npos) << path;
+
+  expect_same("mxfp4 codes", codes.download(), ref.codes);
+  expect_same("mxfp4 scales", scales.download(), ref.scale_codes);
+  expect_same("mask", mask.download(), ref.mask);
+  expect_same("e4m3 codes", e4m3.download(), ref8.codes);
+  const auto rs = row_scales.download();
+  ASSERT_EQ(ref8.set_scales.size(), rs.size());
+  for (size_t r = 0; r < rs.size(); ++r) {
+    ASSERT_EQ(fmt::float_bits(rs[r]), fmt::float_bits(ref8.set_scales[r])) << "row scale " << r;
+  }
+  EXPECT_EQ(violations.download()[0], ref8.violating_sets);
+  if (k.rows >= 8 && k.cols >= 64) EXPECT_GE(ref8.violating_sets, 1) << "the spread row must violate";
+
+  // E4M3 only (no MXFP4 planes): the same codes.
+  DeviceBuffer<uint8_t> e4m3_only(n);
+  cuda::quartet_forward_quantize_e4m3(k.fp32 ? static_cast<const void*>(x32.p) : static_cast<const void*>(x16.p),
+                                      k.fp32 ? cuda::Fp4DenseType::fp32 : cuda::Fp4DenseType::bf16, k.rows, k.cols,
+                                      o, {}, {e4m3_only.p, row_scales.p, nullptr}, nullptr);
+  expect_same("e4m3 codes (no mxfp4 planes)", e4m3_only.download(), ref8.codes);
+}
+
+TEST(QuartetFusedForward, MatchesForwardThenRowReencode) {
+  NIBBLE_REQUIRE_GPU();
+  std::mt19937_64 rng(std::random_device{}());
+  // 4096 = 128 groups (PER 1), 32 = one group per row, 32768 = 1024 groups (PER 2), 16416 = odd count.
+  const std::pair<int64_t, int64_t> shapes[] = {{64, 256}, {96, 320}, {40, 4096}, {9, 32}, {12, 32768}, {10, 16416}};
+  for (const auto& [rows, cols] : shapes) {
+    for (int h : {16, 32}) {
+      for (bool rotate : {true, false}) {
+        for (auto kind : {quant::ForwardQuantizer::quest, quant::ForwardQuantizer::absmax}) {
+          run_case({rows, cols, h, rotate, kind, false}, rng);
+          if (::testing::Test::HasFailure()) return;
+        }
+      }
+    }
+  }
+  run_case({48, 512, 32, true, quant::ForwardQuantizer::quest, true}, rng);
+}
+
+TEST(QuartetFusedForward, ClearErrorsBeforeLaunch) {
+  uint8_t* p = reinterpret_cast<uint8_t*>(uintptr_t{4096});
+  float* f = reinterpret_cast<float*>(uintptr_t{4096});
+  const cuda::Fp8RowOperand fp8{p, f, nullptr};
+  auto call = [&](int64_t cols, int h, const cuda::Fp8RowOperand& o8) {
+    cuda::quartet_forward_quantize_e4m3(p, cuda::Fp4DenseType::bf16, 4, cols, {h, true, quant::ForwardQuantizer::quest},
+                                        {}, o8, nullptr);
+  };
+  EXPECT_THROW(call(48, 32, fp8), std::invalid_argument);           // cols % 32
+  EXPECT_THROW(call(64, 64, fp8), std::invalid_argument);           // hadamard 64 not fused
+  EXPECT_THROW(call(262144, 32, fp8), std::invalid_argument);       // row too long for one CTA
+  EXPECT_THROW(call(64, 32, {nullptr, f, nullptr}), std::invalid_argument);
+  EXPECT_THROW(call(64, 32, {p + 1, f, nullptr}), std::invalid_argument);  // misaligned codes
+}
+
+// ---- the one-add E2M1 encoder ------------------------------------------------------------------
+bool same_on(uint32_t bits) {
+  const float x = fmt::bits_float(bits);
+  const uint8_t want = fmt::encode_e2m1(x), got = cuda::fp4::encode_e2m1_fadd(x);
+  if (got == want) return true;
+  ADD_FAILURE() << "bits 0x" << std::hex << bits << ": fadd 0x" << int(got) << ", reference 0x" << int(want);
+  return false;
+}
+
+TEST(E2m1FaddEncoder, CpuThresholdsSpecialsAndSweep) {
+  constexpr uint32_t kEdges[] = {0x3E800000u, 0x3F000000u, 0x3F400000u, 0x3F800000u, 0x3FA00000u, 0x3FE00000u,
+                                 0x40000000u, 0x40200000u, 0x40600000u, 0x40800000u, 0x40A00000u, 0x40C00000u};
+  for (uint32_t sign : {0u, 0x80000000u}) {
+    for (uint32_t t : kEdges) {
+      for (uint32_t d = 0; d <= 4096; ++d) {
+        if (!same_on(sign | (t + d)) || !same_on(sign | (t - d))) return;
+      }
+    }
+    for (uint32_t s : {0u, 1u, 0x007fffffu, 0x00800000u, 0x7f7fffffu, 0x7f800000u, 0x7f800001u, 0x7fc00000u}) {
+      if (!same_on(sign | s)) return;
+    }
+  }
+  const uint32_t offset = std::random_device{}() % 97;
+  for (uint64_t b = offset; b < (uint64_t{1} << 32); b += 97) {
+    if (!same_on(static_cast<uint32_t>(b))) return;
+  }
+}
+
+__global__ void compare_all(unsigned long long* mismatches) {
+  const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+  for (uint64_t b = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; b < (uint64_t{1} << 32); b += stride) {
+    const uint32_t bits = static_cast<uint32_t>(b);
+    const float x = fmt::bits_float(bits);
+    const uint8_t want = fmt::encode_e2m1(x);
+    bool bad = cuda::fp4::encode_e2m1_fadd(x) != want;
+    // The unclamped magnitude path (backward quantizer) on every non-negative float below 7.
+    if (bits < 0x40E00000u) bad |= cuda::fp4::e2m1_magnitude_fadd(x) != want;
+    if (bad) atomicAdd(mismatches, 1ull);
+  }
+}
+
+TEST(E2m1FaddEncoder, GpuExhaustiveAllFloatBitPatterns) {
+  NIBBLE_REQUIRE_GPU();
+  DeviceBuffer<unsigned long long> d(1);
+  NIBBLE_CUDA_CHECK(cudaMemset(d.p, 0, sizeof(unsigned long long)));
+  compare_all<<<4096, 256>>>(d.p);
+  NIBBLE_CHECK_LAUNCH();
+  EXPECT_EQ(d.download()[0], 0ull);
+}
+
+}  // namespace
