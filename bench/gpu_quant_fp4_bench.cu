@@ -17,6 +17,8 @@
 #include "nibble/cuda/check.hpp"
 #include "nibble/cuda/quantize_fp4.hpp"
 #include "nibble/cuda/quartet.hpp"
+#include "nibble/cuda/quartet_fused.hpp"
+#include "nibble/cuda/reencode.hpp"
 #include "nibble/format/philox.hpp"
 
 namespace {
@@ -104,6 +106,9 @@ int main(int argc, char** argv) {
     uint8_t* scales2 = device_alloc<uint8_t>(n / 32);
     uint8_t* mask = device_alloc<uint8_t>(n / 8);
     uint16_t* out16 = device_alloc<uint16_t>(n);
+    uint8_t* e4m3 = device_alloc<uint8_t>(n);
+    float* row_scales = device_alloc<float>(s.rows);
+    int* violations = device_alloc<int>(1);
     NIBBLE_CUDA_CHECK(cudaMemset(mask, 0xB7, n / 8));
     NIBBLE_CUDA_CHECK(cudaDeviceSynchronize());
 
@@ -132,6 +137,20 @@ int main(int argc, char** argv) {
     run("quartet fwd h32+quest (+mask)", 2 * nb + mxfp4_out + nb / 8, [&](int i) {
       return cuda::quartet_forward_quantize(x[i % kBuffers], cuda::Fp4DenseType::bf16, s.rows, s.cols, {},
                                             {codes, scales, mask}, nullptr);
+    });
+    // Re-encoding the forward operand for the FP8 GEMM (reads codes + scales, writes E4M3 + row
+    // scales), then the fused kernel that does both in one pass (with and without the MXFP4 planes).
+    run("reencode mxfp4->e4m3 row", mxfp4_out + nb + 4.0 * s.rows, [&](int) {
+      return cuda::reencode_mxfp4_e4m3({codes, scales, nullptr}, s.rows, s.cols, cuda::ReencodeGranularity::row, e4m3,
+                                       row_scales, nullptr, nullptr);
+    });
+    run("quartet fwd fused -> mxfp4+mask+e4m3 row", 2 * nb + mxfp4_out + nb / 8 + nb + 4.0 * s.rows, [&](int i) {
+      return cuda::quartet_forward_quantize_e4m3(x[i % kBuffers], cuda::Fp4DenseType::bf16, s.rows, s.cols, {},
+                                                 {codes, scales, mask}, {e4m3, row_scales, violations}, nullptr);
+    });
+    run("quartet fwd fused -> mask+e4m3 row", 2 * nb + nb / 8 + nb + 4.0 * s.rows, [&](int i) {
+      return cuda::quartet_forward_quantize_e4m3(x[i % kBuffers], cuda::Fp4DenseType::bf16, s.rows, s.cols, {},
+                                                 {nullptr, nullptr, mask}, {e4m3, row_scales, violations}, nullptr);
     });
     cuda::QuartetBackwardOptions bo;
     bo.sign_seed = 42;
@@ -163,7 +182,8 @@ int main(int argc, char** argv) {
     for (int b = 0; b < kBuffers; ++b) cudaFree(x[b]);
     for (void* p : {static_cast<void*>(copy_dst), static_cast<void*>(codes), static_cast<void*>(codes2),
                     static_cast<void*>(scales), static_cast<void*>(scales2), static_cast<void*>(mask),
-                    static_cast<void*>(out16)}) cudaFree(p);
+                    static_cast<void*>(out16), static_cast<void*>(e4m3), static_cast<void*>(row_scales),
+                    static_cast<void*>(violations)}) cudaFree(p);
   }
   if (!json_path.empty()) {
     std::ofstream f(json_path);
