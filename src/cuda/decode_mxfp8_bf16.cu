@@ -94,9 +94,15 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// One 16-byte store, spelled out: left to itself, NVVM splits some of these into four 4-byte stores.
+__device__ __forceinline__ void store16(uint16_t* p, const uint32_t (&w)[4]) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
+               : "memory");
+}
+
 // Transposed: a 128x128 tile of codes is decoded row-wise into shared memory (BF16, the swizzled
-// layout of fp8_tile), then each lane takes 16 rows of a column pair and writes 32 bytes of each of
-// its two output rows; the 8 lanes of a pair cover 256 contiguous bytes of both.
+// layout of fp8_tile), then each lane takes two 8-row runs of a column pair (read_column_pair_split)
+// and writes 16 bytes per run and column: every store instruction fills 4 whole 128-byte lines.
 __global__ void __launch_bounds__(tile::kThreads)
     decode_mxfp8_bf16_transpose_kernel(const uint8_t* __restrict__ codes, const uint8_t* __restrict__ scales,
                                        int64_t rows, int64_t cols, uint16_t* __restrict__ out) {
@@ -122,21 +128,22 @@ __global__ void __launch_bounds__(tile::kThreads)
   for (int pass = 0; pass < tile::kColPasses; ++pass) {
     const tile::ColPhase cp = tile::col_phase(pass);
     uint32_t w[tile::kColRows];
-    tile::read_column_pair(s, cp, w);
-    const int64_t col = col0 + 2 * cp.word, r = row0 + tile::kColRows * cp.rc;
-    if (col >= cols || r >= rows) continue;  // rows, cols multiples of 32: whole 16-row runs exist
-    uint32_t lo[8], hi[8];
+    tile::read_column_pair_split(s, cp, w);
+    const int64_t col = col0 + 2 * cp.word;
+    if (col >= cols) continue;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      lo[j] = __byte_perm(w[2 * j], w[2 * j + 1], 0x5410);  // low halves of rows 2j, 2j+1
-      hi[j] = __byte_perm(w[2 * j], w[2 * j + 1], 0x7632);  // high halves
+    for (int run = 0; run < 2; ++run) {
+      const int64_t r = row0 + run * (tile::kTile / 2) + 8 * cp.rc;  // rows is a multiple of 32: whole runs
+      if (r >= rows) continue;
+      uint32_t lo[4], hi[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        lo[j] = __byte_perm(w[8 * run + 2 * j], w[8 * run + 2 * j + 1], 0x5410);  // low halves of 2 rows
+        hi[j] = __byte_perm(w[8 * run + 2 * j], w[8 * run + 2 * j + 1], 0x7632);  // high halves
+      }
+      store16(out + col * rows + r, lo);
+      store16(out + (col + 1) * rows + r, hi);
     }
-    uint4* dst_lo = reinterpret_cast<uint4*>(out + col * rows + r);
-    uint4* dst_hi = reinterpret_cast<uint4*>(out + (col + 1) * rows + r);
-    dst_lo[0] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
-    dst_lo[1] = make_uint4(lo[4], lo[5], lo[6], lo[7]);
-    dst_hi[0] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
-    dst_hi[1] = make_uint4(hi[4], hi[5], hi[6], hi[7]);
   }
 }
 

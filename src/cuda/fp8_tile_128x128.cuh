@@ -7,8 +7,8 @@
 //    the 8 lanes sharing p then write one 128-byte line of each of their 2 transposed rows, i.e. every
 //    16-byte store instruction of the column-wise copy fills 4 whole lines (the earlier layout, one
 //    column per lane, touched 32 lines with 16 bytes each and capped the kernels near 0.6 of copy).
-// Shared memory holds the tile as 128 rows x 64 words with the word index XOR-swizzled by the row's
-// 16-row chunk, so the column phase's 32 lanes (8 row chunks x 4 consecutive words) hit 32 distinct
+// Shared memory holds the tile as 128 rows x 64 words with the word index XOR-swizzled by the row
+// (see swizzle()), so the column phase's 32 lanes (8 row runs x 4 consecutive words) hit 32 distinct
 // banks, while the row phase's 16-byte groups stay 16-byte aligned.
 // Private to src/cuda: the kernels that include it differ only in how they pick scales.
 #pragma once
@@ -35,8 +35,10 @@ struct Smem {
   uint32_t warp_part[kThreads / 32];
 };
 
-// Multiples of 4 words keep 16-byte groups intact; the 16-row chunk picks the bank quad.
-__device__ __forceinline__ int swizzle(int r) { return ((r >> 4) & 7) << 2; }
+// Multiples of 4 words keep 16-byte groups intact. The bank quad is ((r >> 3) & 7) ^ ((r >> 6) & 1):
+// a bijection over the 8 lanes of both column reads (rows 16 rc + i, and rows 8 rc + i / 64 + 8 rc + i
+// of read_column_pair_split), so neither has a bank conflict (checked by enumeration).
+__device__ __forceinline__ int swizzle(int r) { return (((r >> 3) & 7) ^ ((r >> 6) & 1)) << 2; }
 
 // Where this thread sits in the row phase.
 struct RowPhase {
@@ -178,11 +180,28 @@ __device__ __forceinline__ void park_rows(Smem& s, const uint4 (&v)[kRowsPerThre
   }
 }
 
-// Column pass: the 16 words (rows 16 rc + i, column pair `word`) of this lane.
+// Column pass: the 16 words (rows 16 rc + i, column pair `word`) of this lane. swizzle(16 rc + i)
+// takes two values, 4 * ((2 rc ^ (rc >> 2)) & 7) for i < 8 and that ^ 4 for i >= 8, so the 16 reads
+// are two base addresses with constant offsets.
 __device__ __forceinline__ void read_column_pair(const Smem& s, ColPhase p, uint32_t (&w)[kColRows]) {
-  const int q = p.word ^ (p.rc << 2);  // swizzle(16 rc + i) == 4 rc for every i < 16
+  const uint32_t* rows = &s.x[kColRows * p.rc][0];
+  const int q0 = p.word ^ (((2 * p.rc) ^ (p.rc >> 2)) & 7) << 2, q1 = q0 ^ 4;
 #pragma unroll
-  for (int i = 0; i < kColRows; ++i) w[i] = s.x[kColRows * p.rc + i][q];
+  for (int i = 0; i < kColRows; ++i) w[i] = rows[kWords * i + (i < 8 ? q0 : q1)];
+}
+
+// The same with the lane's rows split in two runs of 8: rows 8 rc + i (w[0..7]) and 64 + 8 rc + i
+// (w[8..15]), whose swizzles are 4 rc and 4 (rc ^ 1). For 2-byte outputs: the 8 lanes of a pair then
+// store 8 x 16 contiguous bytes per run.
+__device__ __forceinline__ void read_column_pair_split(const Smem& s, ColPhase p, uint32_t (&w)[kColRows]) {
+  const uint32_t* run0 = &s.x[8 * p.rc][0];
+  const uint32_t* run1 = &s.x[kTile / 2 + 8 * p.rc][0];
+  const int q0 = p.word ^ (p.rc << 2), q1 = q0 ^ 4;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    w[i] = run0[kWords * i + q0];
+    w[8 + i] = run1[kWords * i + q1];
+  }
 }
 
 // The low (even) or high (odd) column of the pair as 16 floats.
