@@ -31,7 +31,7 @@ inline constexpr int kColRows = 16;        // column phase: rows per lane
 inline constexpr int kColPasses = 2;       // column phase: 8 warps x 4 words x 2 passes = 64 words
 
 struct Smem {
-  alignas(16) uint32_t x[kTile][kWords];  // swizzled: word q of row r sits at x[r][q ^ swizzle(r)]
+  alignas(16) uint32_t x[kTile][kWords];  // swizzled: word q of row r sits at x[r][slot(r, q)]
   uint32_t warp_part[kThreads / 32];
 };
 
@@ -39,6 +39,9 @@ struct Smem {
 // a bijection over the 8 lanes of both column reads (rows 16 rc + i, and rows 8 rc + i / 64 + 8 rc + i
 // of read_column_pair_split), so neither has a bank conflict (checked by enumeration).
 __device__ __forceinline__ int swizzle(int r) { return (((r >> 3) & 7) ^ ((r >> 6) & 1)) << 2; }
+// Where word q of row r lives. The extra term flips the quad of words 32..63, so the row phase's
+// quarter-warp (one row, chunks 0..7, words 8 c .. 8 c + 3) also hits 32 distinct banks.
+__device__ __forceinline__ int slot(int r, int q) { return q ^ swizzle(r) ^ ((q >> 3) & 4); }
 
 // Where this thread sits in the row phase.
 struct RowPhase {
@@ -163,7 +166,8 @@ __device__ __forceinline__ uint4 encode16(const float (&x)[16], float s, const q
 
 // MX elements (quant::mx_encode_element): a NaN block scale writes zero codes.
 template <quant::ElementFormat F, bool kSr>
-__device__ __forceinline__ uint4 encode16_mx(const float (&x)[16], uint8_t sc, const quant::SrKey& sr, uint64_t index0) {
+__device__ __forceinline__ uint4 encode16_mx(const float (&x)[16], uint8_t sc, const quant::SrKey& sr,
+                                             uint64_t index0) {
   if (sc == fmt::kE8M0Nan) return make_uint4(0, 0, 0, 0);
   return encode16<F, kSr>(x, quant::mx_encode_multiplier(sc), sr, index0);
 }
@@ -175,28 +179,28 @@ __device__ __forceinline__ void park_rows(Smem& s, const uint4 (&v)[kRowsPerThre
   for (int k = 0; k < kRowsPerThread; ++k) {
     const int r = p.r0 + 32 * k;
     const int q = (kColsPerThread / 2) * p.chunk;  // first word of the chunk, a multiple of 8
-    *reinterpret_cast<uint4*>(&s.x[r][q ^ swizzle(r)]) = v[k][0];
-    *reinterpret_cast<uint4*>(&s.x[r][(q + 4) ^ swizzle(r)]) = v[k][1];
+    *reinterpret_cast<uint4*>(&s.x[r][slot(r, q)]) = v[k][0];  // slot(r, q + j) == slot(r, q) + j, j < 4
+    *reinterpret_cast<uint4*>(&s.x[r][slot(r, q + 4)]) = v[k][1];
   }
 }
 
-// Column pass: the 16 words (rows 16 rc + i, column pair `word`) of this lane. swizzle(16 rc + i)
-// takes two values, 4 * ((2 rc ^ (rc >> 2)) & 7) for i < 8 and that ^ 4 for i >= 8, so the 16 reads
-// are two base addresses with constant offsets.
+// Column pass: the 16 words (rows 16 rc + i, column pair `word`) of this lane. slot(16 rc + i, word)
+// takes two values, slot(16 rc, word) for i < 8 and that ^ 4 for i >= 8, so the 16 reads are two
+// base addresses with constant offsets.
 __device__ __forceinline__ void read_column_pair(const Smem& s, ColPhase p, uint32_t (&w)[kColRows]) {
   const uint32_t* rows = &s.x[kColRows * p.rc][0];
-  const int q0 = p.word ^ (((2 * p.rc) ^ (p.rc >> 2)) & 7) << 2, q1 = q0 ^ 4;
+  const int q0 = slot(kColRows * p.rc, p.word), q1 = q0 ^ 4;
 #pragma unroll
   for (int i = 0; i < kColRows; ++i) w[i] = rows[kWords * i + (i < 8 ? q0 : q1)];
 }
 
 // The same with the lane's rows split in two runs of 8: rows 8 rc + i (w[0..7]) and 64 + 8 rc + i
-// (w[8..15]), whose swizzles are 4 rc and 4 (rc ^ 1). For 2-byte outputs: the 8 lanes of a pair then
-// store 8 x 16 contiguous bytes per run.
+// (w[8..15]), whose slots are slot(8 rc, word) and that ^ 4. For 2-byte outputs: the 8 lanes of a
+// pair then store 8 x 16 contiguous bytes per run.
 __device__ __forceinline__ void read_column_pair_split(const Smem& s, ColPhase p, uint32_t (&w)[kColRows]) {
   const uint32_t* run0 = &s.x[8 * p.rc][0];
   const uint32_t* run1 = &s.x[kTile / 2 + 8 * p.rc][0];
-  const int q0 = p.word ^ (p.rc << 2), q1 = q0 ^ 4;
+  const int q0 = slot(8 * p.rc, p.word), q1 = q0 ^ 4;  // == slot(64 + 8 rc + i, word)
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     w[i] = run0[kWords * i + q0];
