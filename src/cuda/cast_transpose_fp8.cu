@@ -92,7 +92,8 @@ __global__ void __launch_bounds__(tile::kThreads)
   } else {
     scale = *scale_in;
   }
-  const int64_t row0 = int64_t{blockIdx.y} * tile::kTile, col0 = int64_t{blockIdx.x} * tile::kTile;
+  const tile::TileCoord t = tile::block_tile(out.colwise != nullptr);
+  const int64_t row0 = t.tr * tile::kTile, col0 = t.tc * tile::kTile;
   const uint32_t am = cast_transpose_tile<F, kSr>(s, x, rows, cols, row0, col0, scale, out, sr);
   if (amax_record != nullptr) record_block_amax(s, am, amax_record);
 }
@@ -164,10 +165,11 @@ __global__ void __launch_bounds__(tile::kThreads)
     *sc.scale = scale;
     *sc.scale_inv = quant::per_tensor_decode_scale(scale);
   }
-  const int64_t tiles_c = (cols + tile::kTile - 1) / tile::kTile;
-  const int64_t tiles = tiles_c * ((rows + tile::kTile - 1) / tile::kTile);
-  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    cast_transpose_tile<F, kSr>(s, x, rows, cols, (t / tiles_c) * tile::kTile, (t % tiles_c) * tile::kTile, scale, out, sr);
+  const int64_t tiles_c = (cols + tile::kTile - 1) / tile::kTile, tiles_r = (rows + tile::kTile - 1) / tile::kTile;
+  for (int64_t b = blockIdx.x; b < tiles_r * tiles_c; b += gridDim.x) {
+    const tile::TileCoord t = tile::tile_coord(static_cast<uint32_t>(b), static_cast<uint32_t>(tiles_r),
+                                               static_cast<uint32_t>(tiles_c), out.colwise != nullptr);
+    cast_transpose_tile<F, kSr>(s, x, rows, cols, t.tr * tile::kTile, t.tc * tile::kTile, scale, out, sr);
   }
 }
 

@@ -107,7 +107,8 @@ __global__ void __launch_bounds__(tile::kThreads)
     decode_mxfp8_bf16_transpose_kernel(const uint8_t* __restrict__ codes, const uint8_t* __restrict__ scales,
                                        int64_t rows, int64_t cols, uint16_t* __restrict__ out) {
   __shared__ tile::Smem s;
-  const int64_t row0 = int64_t{blockIdx.y} * tile::kTile, col0 = int64_t{blockIdx.x} * tile::kTile;
+  const tile::TileCoord t = tile::block_tile(true);
+  const int64_t row0 = t.tr * tile::kTile, col0 = t.tc * tile::kTile;
   const tile::RowPhase rp = tile::row_phase();
   const int64_t c = col0 + tile::kColsPerThread * rp.chunk;
   uint4 in[tile::kRowsPerThread];

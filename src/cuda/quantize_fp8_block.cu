@@ -40,7 +40,8 @@ __global__ void __launch_bounds__(tile::kThreads)
   __shared__ tile::Smem s;
   __shared__ uint32_t tile_amax;
   constexpr ElementFormat F = ElementFormat::e4m3;
-  const int64_t tr = blockIdx.y, tc = blockIdx.x;
+  const tile::TileCoord t = tile::block_tile(out.colwise != nullptr);
+  const int64_t tr = t.tr, tc = t.tc;
   const int64_t row0 = tr * tile::kTile, col0 = tc * tile::kTile;
   const int64_t row_blocks = (cols + tile::kTile - 1) / tile::kTile;  // blocks along a row
   const int64_t col_blocks = (rows + tile::kTile - 1) / tile::kTile;  // blocks along a column

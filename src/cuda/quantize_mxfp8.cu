@@ -34,7 +34,8 @@ __global__ void __launch_bounds__(tile::kThreads)
     quantize_mxfp8_kernel(const uint16_t* __restrict__ x, int64_t rows, int64_t cols, Fp8Copies out, MxScales sc,
                           quant::SrKey sr) {
   __shared__ tile::Smem s;
-  const int64_t row0 = int64_t{blockIdx.y} * tile::kTile, col0 = int64_t{blockIdx.x} * tile::kTile;
+  const tile::TileCoord t = tile::block_tile(out.colwise != nullptr);
+  const int64_t row0 = t.tr * tile::kTile, col0 = t.tc * tile::kTile;
   const bool grid_layout = sc.layout == MxScaleLayout::grid;
   uint4 v[tile::kRowsPerThread][2];
   tile::load_rows(x, rows, cols, row0, col0, v);
