@@ -20,7 +20,8 @@ namespace sl = nibble::cuda::scale_layout;
 struct Shape {
   int64_t rows, cols;
 };
-const Shape kShapes[] = {{256, 384}, {272, 144}, {16, 48}, {400, 656}};
+// 4240 rows: 34 tile rows, i.e. one full group of 32 tile rows and a short one (tile_coord).
+const Shape kShapes[] = {{256, 384}, {272, 144}, {16, 48}, {400, 656}, {4240, 144}};
 
 // Reference for one orientation: y is the operand [n_rows, k] (x itself, or its transpose), blocks of
 // block_rows x 128 along k. Scales go to index `scale_at(row, kk)`.

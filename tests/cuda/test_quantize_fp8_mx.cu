@@ -23,7 +23,8 @@ namespace sl = nibble::cuda::scale_layout;
 struct Shape {
   int64_t rows, cols;
 };
-const Shape kShapes[] = {{256, 384}, {96, 160}, {32, 32}, {160, 544}};
+// 4192 rows: 33 tile rows, i.e. one full group of 32 tile rows and a short one (tile_coord).
+const Shape kShapes[] = {{256, 384}, {96, 160}, {32, 32}, {160, 544}, {4192, 160}};
 
 struct MxOperand {
   std::vector<uint8_t> codes, scales;  // grid scales [n_rows, k / 32]

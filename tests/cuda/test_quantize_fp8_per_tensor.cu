@@ -21,7 +21,8 @@ struct Shape {
   int64_t rows, cols;
 };
 // Multiples of the 128 tile and not (the kernels allow any multiple of 16).
-const Shape kShapes[] = {{256, 384}, {272, 144}, {16, 16}, {144, 528}};
+// 4240 rows: 34 tile rows, i.e. one full group of 32 tile rows and a short one (tile_coord).
+const Shape kShapes[] = {{256, 384}, {272, 144}, {16, 16}, {144, 528}, {4240, 144}};
 
 float host_amax(const std::vector<uint16_t>& x) {
   uint32_t m = 0;
