@@ -288,7 +288,7 @@ BenchResult read_result_file(const std::string& path) {
   json j;
   try {
     j = json::parse(in);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number past double
     throw std::invalid_argument(
         fmt::format("result file '{}' is not valid JSON ({}); was the run interrupted?", path, e.what()));
   }

@@ -90,7 +90,7 @@ std::vector<SafetensorsEntry> parse_safetensors_header(std::string_view text, ui
   json header;
   try {
     header = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number past double
     fail(source, std::string("header is not valid JSON (") + e.what() + ")");
   }
   if (!header.is_object()) fail(source, "header is not a JSON object");

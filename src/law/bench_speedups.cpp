@@ -140,7 +140,7 @@ BenchSpeedups read_bench_speedups(const std::string& path, const BenchSpeedupOpt
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number past double
     throw std::invalid_argument(fmt::format("bench JSON '{}' is not valid JSON: {}", path, e.what()));
   }
   return speedups_from_bench_json(j, o, path);

@@ -123,7 +123,7 @@ FitResult load_fit(const std::string& path) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number past double
     throw std::invalid_argument(fmt::format("fit JSON '{}' is not valid JSON: {}", path, e.what()));
   }
   return fit_from_json(j, path);

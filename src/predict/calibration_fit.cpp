@@ -113,7 +113,7 @@ Calibration load_calibration(const std::string& path) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number past double
     throw std::invalid_argument(fmt::format("calibration '{}' is not valid JSON: {}", path, e.what()));
   }
   Calibration c;

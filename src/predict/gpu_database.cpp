@@ -37,7 +37,7 @@ std::vector<GpuSpec> load_gpu_database(const std::string& path) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number past double
     throw std::invalid_argument(fmt::format("GPU database '{}' is not valid JSON: {}", path, e.what()));
   }
   if (!j.contains("gpus") || !j["gpus"].is_array())

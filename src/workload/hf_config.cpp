@@ -61,7 +61,10 @@ ModelConfig hf_config_from_json(const nlohmann::json& root, const std::string& w
   if (find_key(j, {"kv_lora_rank", "q_lora_rank"}) != nullptr)
     fail(fmt::format("{}: multi-head latent attention (kv_lora_rank, DeepSeek-V2/V3 style) is not modelled: describe "
                      "an equivalent model with flags", where));
-  const std::string model_type = j.value("model_type", std::string{});
+  // j.value() would throw nlohmann's type_error (a message naming no field) for a non-string.
+  if (j.contains("model_type") && !j["model_type"].is_null() && !j["model_type"].is_string())
+    fail(fmt::format("{}: field 'model_type' must be a string such as \"llama\", got {}", where, j["model_type"].dump()));
+  const std::string model_type = j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : std::string{};
 
   ModelConfig m;
   m.micro_batch = base.micro_batch;
@@ -114,7 +117,7 @@ ModelConfig load_hf_config(const std::string& path, const ModelConfig& base) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number past double
     fail(fmt::format("{} is not valid JSON ({}): --hf-config expects a Hugging Face config.json", path, e.what()));
   }
   return hf_config_from_json(j, path, base);

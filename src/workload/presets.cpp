@@ -58,7 +58,7 @@ ModelConfig load_preset(std::string_view name) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number past double
     throw std::invalid_argument(fmt::format("preset file {} is not valid JSON: {}", path.string(), e.what()));
   }
   ModelConfig m = model_from_json(j, "preset " + path.string());
