@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# compute-sanitizer over the GPU test binaries (run by the lead on the H200 after a GPU build into
+# build-gpu/). memcheck and initcheck run every test; racecheck and synccheck (much slower: they
+# instrument every shared-memory access) run a filter that still launches every kernel family once.
+# Any tool error fails the script (--error-exitcode). Logs: build-gpu/compute-sanitizer/<tool>-<test>.log
+# Usage: scripts/compute_sanitizer.sh [build folder (default build-gpu)]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build="${1:-build-gpu}"
+cs="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+out="$build/compute-sanitizer"
+mkdir -p "$out"
+# One small case per kernel family for the slow tools.
+slow_filter="${NIBBLE_CS_FILTER:-*NanAndInfTensors*:*Activations1x128*:*BothRulesBothLayoutsBothRoundings*:*CurrentScalingBothPaths*:*RowwiseColwiseNearestAndStochastic*:*MatchesReferenceAllVariants*:*QuantizeAndDecodeMatchReference*:*Reencode*:*GemmErrors*}"
+status=0
+for bin in "$build"/tests/cuda/test_*; do
+  [ -x "$bin" ] || continue
+  name="$(basename "$bin")"
+  for tool in memcheck initcheck racecheck synccheck; do
+    args=(--tool "$tool" --error-exitcode 99)
+    filter=()
+    case "$tool" in
+      memcheck) args+=(--leak-check full) ;;
+      initcheck) ;;
+      racecheck|synccheck) filter=(--gtest_filter="$slow_filter") ;;
+    esac
+    log="$out/$tool-$name.log"
+    start=$(date +%s)
+    "$cs" "${args[@]}" "$bin" "${filter[@]}" >"$log" 2>&1
+    rc=$?
+    secs=$(( $(date +%s) - start ))
+    summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -1)
+    if [ $rc -eq 0 ]; then echo "$tool $name: ok (${secs}s) $summary"; else echo "$tool $name: FAILED rc=$rc (${secs}s) $summary; see $log"; status=1; fi
+  done
+done
+exit $status
