@@ -1,0 +1,104 @@
+// Found by fuzz_safetensors: nlohmann::json reports a number past double's range ("1e999") as
+// out_of_range, not parse_error, and every JSON file reader caught only parse_error, so such a file
+// surfaced as "[json.exception.out_of_range.406] ..." naming no file. Found by fuzz_hf_config: a
+// non-string "model_type" escaped as nlohmann's type_error. Each reader must now throw
+// std::invalid_argument naming the file.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include "nibble/bench/result.hpp"
+#include "nibble/io/safetensors.hpp"
+#include "nibble/law/bench_speedups.hpp"
+#include "nibble/law/fit.hpp"
+#include "nibble/workload/model_sources.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+class ScratchFile {
+ public:
+  ScratchFile(const std::string& suffix, const std::string& contents) {
+    std::random_device rd;
+    path_ = fs::temp_directory_path() /
+            ("nibble-reliability-" + std::to_string(::getpid()) + "-" + std::to_string(rd()) + suffix);
+    std::ofstream(path_, std::ios::binary) << contents;
+  }
+  ~ScratchFile() {
+    std::error_code ec;
+    fs::remove(path_, ec);
+  }
+  std::string str() const { return path_.string(); }
+
+ private:
+  fs::path path_;
+};
+
+// A random overflowing exponent each run, so the test does not pin one literal.
+std::string huge_number() {
+  std::random_device rd;
+  return std::to_string(1 + rd() % 9) + "e" + std::to_string(400 + rd() % 100000);
+}
+
+template <class F>
+void expect_invalid_argument_naming(const std::string& path, F&& read) {
+  try {
+    read();
+    ADD_FAILURE() << "no exception for " << path;
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong exception type for " << path << ": " << e.what();
+  }
+}
+
+}  // namespace
+
+TEST(JsonReaderErrors, NumberPastDoubleNamesTheFileInEveryReader) {
+  const std::string doc = "{\"hidden_size\": " + huge_number() + "}";
+  {
+    ScratchFile f(".json", doc);
+    expect_invalid_argument_naming(f.str(), [&] { nibble::workload::load_hf_config(f.str()); });
+  }
+  {
+    ScratchFile f(".json", doc);
+    expect_invalid_argument_naming(f.str(), [&] { nibble::bench::read_result_file(f.str()); });
+  }
+  {
+    ScratchFile f(".json", doc);
+    expect_invalid_argument_naming(f.str(), [&] { nibble::law::read_bench_speedups(f.str()); });
+  }
+  {
+    ScratchFile f(".json", doc);
+    expect_invalid_argument_naming(f.str(), [&] { nibble::law::load_fit(f.str()); });
+  }
+  {
+    std::string header = "{\"__metadata__\": " + huge_number() + "}";
+    header.append((8 - header.size() % 8) % 8, ' ');
+    std::string image(8, '\0');
+    for (int i = 0; i < 8; ++i) image[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+    ScratchFile f(".safetensors", image + header);
+    expect_invalid_argument_naming(f.str(), [&] { nibble::io::read_safetensors(f.str()); });
+  }
+}
+
+TEST(JsonReaderErrors, NonStringModelTypeNamesTheField) {
+  std::random_device rd;
+  const nlohmann::json j = {{"hidden_size", 64 * (1 + rd() % 8)}, {"num_attention_heads", 4},
+                            {"num_hidden_layers", 2}, {"vocab_size", 100}, {"intermediate_size", 256},
+                            {"model_type", static_cast<int>(rd() % 1000)}};
+  try {
+    nibble::workload::hf_config_from_json(j, "cfg.json");
+    ADD_FAILURE() << "a numeric model_type was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("model_type"), std::string::npos) << e.what();
+  }
+  nlohmann::json ok = j;
+  ok["model_type"] = "llama";
+  EXPECT_TRUE(nibble::workload::hf_config_from_json(ok, "cfg.json").gated);  // llama is a gated family
+}
