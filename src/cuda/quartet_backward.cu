@@ -26,17 +26,19 @@ constexpr int kTileRows = 32;
 constexpr int kTileCols = 256;
 constexpr int kSmemStride = kTileCols + 4;  // floats per smem row (padding: conflict-free columns)
 
+// The random signs as +-1.0f multipliers, passed by value: the kernel parameter lives in the
+// constant bank, so each sign is an FMUL with a constant operand (no per-element bit tests).
+// Multiplying by -1 is exact negation (NaN aside: a NaN block becomes a NaN-scale block either way).
 struct SignBits {
-  uint32_t w[4];  // bit j of the 128-bit vector: sign(j) == -1
+  float m[128];
 };
 
 SignBits host_sign_bits(const QuartetBackwardOptions& o) {
-  SignBits s{{0, 0, 0, 0}};
+  SignBits s;
+  for (float& m : s.m) m = 1.0f;
   if (!o.rotate) return s;
   const quant::Rotation rot{o.hadamard_size, quant::SignKind::seeded, o.sign_seed};
-  for (int j = 0; j < o.hadamard_size; ++j) {
-    if (quant::rotation_sign(rot, j) < 0.0f) s.w[j / 32] |= 1u << (j % 32);
-  }
+  for (int j = 0; j < o.hadamard_size; ++j) s.m[j] = quant::rotation_sign(rot, j);
   return s;
 }
 
@@ -47,9 +49,7 @@ __device__ __forceinline__ void rotate_signed(float* v, const SignBits& s) {
 #pragma unroll
     for (int b = 0; b < N / R; ++b) {
 #pragma unroll
-      for (int j = 0; j < R; ++j) {
-        if ((s.w[j / 32] >> (j % 32)) & 1u) v[b * R + j] = -v[b * R + j];
-      }
+      for (int j = 0; j < R; ++j) v[b * R + j] *= s.m[j];
       quant::fwht_normalized(v + b * R, R);
     }
   }
@@ -121,6 +121,11 @@ struct Mxfp4TileLoader {
   __device__ void operator()(float* smem, int64_t row0, int64_t col0, int tile_cols) const {
     // One thread per (row = lane, 32-group = warp): 16 bytes of codes and one scale byte; float4
     // stores of a quarter warp then hit 8 different rows, i.e. 8 different bank groups.
+    // E2M1 decode through a 16-entry table: 16 words in 16 banks, so any lane pattern is
+    // conflict-free (equal addresses broadcast); one LDS instead of the generic bit decode.
+    __shared__ float lut[16];
+    if (threadIdx.x < 16) lut[threadIdx.x] = fmt::decode_e2m1(static_cast<uint8_t>(threadIdx.x));
+    __syncthreads();
     const int r = threadIdx.x % 32, g = threadIdx.x / 32;
     if (g * 32 >= tile_cols) return;
     const int64_t e0 = (row0 + r) * cols + col0 + g * 32;
@@ -130,7 +135,7 @@ struct Mxfp4TileLoader {
     for (int j = 0; j < 32; j += 4) {
       float d[4];
 #pragma unroll
-      for (int k = 0; k < 4; ++k) d[k] = (fmt::decode_e2m1(fp4::unpack_e2m1(packed, j + k)) * s) * 1.0f;
+      for (int k = 0; k < 4; ++k) d[k] = lut[fp4::unpack_e2m1(packed, j + k)] * s;
       *reinterpret_cast<float4*>(smem + r * kSmemStride + g * 32 + j) = make_float4(d[0], d[1], d[2], d[3]);
     }
   }

@@ -45,6 +45,75 @@ NIBBLE_HD uint8_t encode_e2m1_fadd(float x) {
   return static_cast<uint8_t>(((b >> 28) & 0x8u) | e2m1_magnitude_fadd(c));
 }
 
+// ---- E2M1 nearest-even by three adds against per-group magic constants (no per-element integer
+// work beyond one 3-way min). For a group with scale 2^k, the code of w is RNE_E2M1(|w| / 2^k).
+// With M0 = 2^(22+k) (ulp 2^(k-1)), M1 = 2M0 (ulp 2^k), M2 = 4M0 (ulp 2^(k+1)) and a = |w|:
+//   fl(a + M0) = M0 + c05 * 2^(k-1), c05 = RNE(2a / 2^k)   (the step-0.5 code, right below 2)
+//   fl(a + M1) = M1 + c1 * 2^k,       c1  = RNE(a / 2^k)    (step 1: codes c1 + 2 in [2, 4))
+//   fl(a + M2) = M2 + c2 * 2^(k+1),   c2  = RNE(a / 2^(k+1)) (step 2: codes c2 + 4 in [4, 6])
+// and the magnitude code is min(c05, c1 + 2, c2 + 4) for a / 2^k <= 6 (each branch over-counts
+// outside its binade). Bringing the last two back to M0's binade (x * 0.5 + 2^k, x * 0.25 + 2^(k+1):
+// exact) puts all three in one binade, where float order is integer order: min of the bit patterns
+// = bits(M0) + code, and the low byte is the code (bits(M0) has a zero mantissa). Rounding happens
+// once per add, to nearest even, exactly where RNE_E2M1(w * 2^-k) rounds, because scaling by 2^(k-1)
+// is exact while everything stays normal: M0 >= 2^-105 for k >= -127; k <= kE2m1MagicMaxK keeps
+// 4M0 finite (larger k takes the generic path). Checked against fmt::encode_e2m1 on the CPU
+// (tests/cuda/test_quartet_fp4_magic.cu) and bit-exact through every kernel's GPU test.
+inline constexpr int kE2m1MagicMaxK = 100;
+struct E2m1Magic {
+  float m0, m1, m2, h1, h2;
+};
+NIBBLE_HD E2m1Magic e2m1_magic(int k) {
+  return {fmt::pow2f(22 + k), fmt::pow2f(23 + k), fmt::pow2f(24 + k), fmt::pow2f(k), fmt::pow2f(k + 1)};
+}
+NIBBLE_HD uint32_t e2m1_magic_bits(float w, const E2m1Magic& m) {
+  const float a = fabsf(w);
+#ifdef __CUDA_ARCH__
+  const uint32_t y0 = fmt::float_bits(__fadd_rn(a, m.m0));
+  const uint32_t x1 = fmt::float_bits(__fmaf_rn(__fadd_rn(a, m.m1), 0.5f, m.h1));
+  const uint32_t x2 = fmt::float_bits(__fmaf_rn(__fadd_rn(a, m.m2), 0.25f, m.h2));
+  return __vimin3_u32(y0, x1, x2);
+#else
+  const uint32_t y0 = fmt::float_bits(a + m.m0);
+  const uint32_t x1 = fmt::float_bits((a + m.m1) * 0.5f + m.h1);  // both steps exact, as the fma
+  const uint32_t x2 = fmt::float_bits((a + m.m2) * 0.25f + m.h2);
+  const uint32_t lo = y0 < x1 ? y0 : x1;
+  return lo < x2 ? lo : x2;
+#endif
+}
+
+// Packs 32 codes (low byte of mb[i]) with the sign of sb[i] (bit 31) into 16 bytes, low nibble =
+// even element. Device: byte permutes (sign-replicating selectors) instead of per-element shifts.
+#ifdef __CUDA_ARCH__
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+  return r;
+}
+#endif
+NIBBLE_HD uint4 pack_codes_signs(const uint32_t* mb, const uint32_t* sb) {
+  uint32_t w[4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const uint32_t* m = mb + 8 * q;
+    const uint32_t* s = sb + 8 * q;
+#ifdef __CUDA_ARCH__
+    // Low bytes of 4 words -> one word; 0x..FB: bytes = sign of byte 3 of a / of b, replicated.
+    const uint32_t even = prmt(prmt(m[0], m[2], 0x0040), prmt(m[4], m[6], 0x0040), 0x5410);
+    const uint32_t odd = prmt(prmt(m[1], m[3], 0x0040), prmt(m[5], m[7], 0x0040), 0x5410);
+    const uint32_t se = prmt(prmt(s[0], s[2], 0x00FB), prmt(s[4], s[6], 0x00FB), 0x5410);
+    const uint32_t so = prmt(prmt(s[1], s[3], 0x00FB), prmt(s[5], s[7], 0x00FB), 0x5410);
+    const uint32_t e = even | (se & 0x08080808u), o = odd | (so & 0x08080808u);
+    w[q] = e | (o << 4);
+#else
+    uint32_t x = 0;
+    for (int j = 0; j < 8; ++j) x |= ((m[j] & 0x7u) | ((s[j] >> 28) & 0x8u)) << (4 * j);
+    w[q] = x;
+#endif
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
 // 32 random words of elements first .. first+31 (first % 4 == 0), 4 per Philox block, calling f(i, r).
 template <class F>
 __device__ __forceinline__ void for_each_random_word(const quant::SrKey& key, uint64_t first, F&& f) {
@@ -83,6 +152,24 @@ __device__ __forceinline__ uint8_t quest_group_packed(const float* g, uint4& cod
   }
   const float t = quant::kQuestClipPerSigma * sigma + quant::kQuestSigmaEpsilon;
   const int k = quant::clamp_exponent(fmt::floor_log2(t));
+  if (k <= kE2m1MagicMaxK) {
+    // v = g * 2^-k is exact scaling, so |v| < 6 <=> |g| < 6 * 2^k, and RNE_E2M1(clamp(v, -6, 6)) is
+    // the magic code of g clamped to 6 * 2^k (sign kept: clamping preserves it).
+    const E2m1Magic mg = e2m1_magic(k);
+    const float lim = fmt::kE2M1Max * mg.h1;  // 6 * 2^k, exact
+    uint32_t mb[32], sb[32];
+    uint32_t m = 0;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      const float a = fabsf(g[i]);
+      m |= (a < lim ? 1u : 0u) << i;
+      mb[i] = e2m1_magic_bits(fminf(a, lim), mg);
+      sb[i] = fmt::float_bits(g[i]);
+    }
+    codes = pack_codes_signs(mb, sb);
+    mask = m;
+    return fmt::encode_e8m0_exponent(k);
+  }
   const float inv = fmt::pow2f(-k);
   uint32_t w[4] = {0, 0, 0, 0};
   uint32_t m = 0;
@@ -149,6 +236,21 @@ __device__ __forceinline__ uint8_t backward_group_packed(const float* x, const q
     return amax == 0.0f ? 0 : fmt::kE8M0Nan;
   }
   const int k = quant::clamp_exponent(fmt::floor_log2(amax) - 2);
+  if constexpr (!kStochastic) {
+    if (k <= kE2m1MagicMaxK) {
+      // v = (0.75 x) * 2^-k is exact scaling of w = 0.75 x, so RNE_E2M1(v) = magic code of w.
+      const E2m1Magic mg = e2m1_magic(k);
+      uint32_t mb[32], sb[32];
+#pragma unroll
+      for (int i = 0; i < 32; ++i) {
+        const float w = quant::kQuartetBackwardPrescale * x[i];
+        mb[i] = e2m1_magic_bits(w, mg);
+        sb[i] = fmt::float_bits(w);
+      }
+      codes = pack_codes_signs(mb, sb);
+      return fmt::encode_e8m0_exponent(k);
+    }
+  }
   const float inv = fmt::pow2f(-k);
   uint32_t w[4] = {0, 0, 0, 0};
   if constexpr (kStochastic) {

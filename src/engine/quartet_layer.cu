@@ -1,7 +1,8 @@
 // Quartet on Hopper (SPEC sections 3 and 4): MXFP4 forward and backward through exact E4M3
 // re-encodings and FP8 GEMMs, with the post-GEMM epilogue (trust mask + inverse Hadamard).
 //
-//   fprop: Xq, Wq = Hadamard-32 + QuEST (codes, scales, trust masks); Y = GEMM(Xq, Wq)
+//   fprop: Xq, Wq = Hadamard-32 + QuEST (codes, scales, trust masks), fused with the exact E4M3
+//          row re-encoding (one pass each); Y = GEMM(Xq, Wq)
 //   dgrad: dYq = backward quantizer of dY (row-wise, plus the column-wise copy for wgrad from the
 //          same read); Wq^T = backward quantizer of the forward Wq, transposed;
 //          dX = epilogue(GEMM(dYq, Wq^T) * 16/9, Mx)
@@ -73,7 +74,7 @@ class QuartetLayer final : public LayerRunner {
     const double fp4 = 0.5 + 1.0 / 32;                        // codes + E8M0 scales per element
     const double reenc = fp4 + 1.0;                            // read MXFP4, write E4M3 (+ tiny scales)
     const double epi = 2 + 2 + 1.0 / 8;                        // read G (bf16), write bf16, read mask bits
-    if (pass == Pass::fprop) return (t * i + o * i) * (2 + fp4 + 1.0 / 8 + reenc);
+    if (pass == Pass::fprop) return x_.quartet_forward_bytes() + w_.quartet_forward_bytes();
     const double dy_copies = (mode == Mode::step) ? 2 : 1;
     if (pass == Pass::dgrad) {
       return t * o * (2 + dy_copies * fp4 + reenc) + o * i * (fp4 + fp4 + reenc) + t * i * epi;
@@ -89,10 +90,8 @@ class QuartetLayer final : public LayerRunner {
  private:
   void forward(cudaStream_t stream) {
     const cuda::QuartetForwardOptions f{};
-    cuda::quartet_forward_quantize(src_.x, cuda::Fp4DenseType::bf16, s_.t, s_.i, f, xq_.planes(), stream);
-    cuda::quartet_forward_quantize(src_.w, cuda::Fp4DenseType::bf16, s_.o, s_.i, f, wq_.planes(), stream);
-    x_.run(xq_.const_planes(), stream);
-    w_.run(wq_.const_planes(), stream);
+    x_.run_quartet_forward(src_.x, f, xq_.planes(), stream);
+    w_.run_quartet_forward(src_.w, f, wq_.planes(), stream);
   }
   cuda::QuartetBackwardOptions backward_options(int64_t step) const {
     cuda::QuartetBackwardOptions b;

@@ -1,5 +1,7 @@
 #include <stdexcept>
 
+#include "nibble/cuda/quartet_fused.hpp"
+
 #include "reencoded_operand.hpp"
 
 namespace nibble::engine {
@@ -16,8 +18,30 @@ void ReencodedOperand::run(cuda::Mxfp4ConstPlanes in, cudaStream_t stream) {
                             counters_.as<cuda::ReencodeViolations>(), stream);
 }
 
+void ReencodedOperand::run_quartet_forward(const void* x, const cuda::QuartetForwardOptions& options,
+                                           cuda::Mxfp4Planes planes, cudaStream_t stream) {
+  last_planes_ = {planes.codes, planes.scales, planes.mask};
+  fused_ = granularity_ == cuda::ReencodeGranularity::row;
+  if (fused_) {
+    auto* counts = counters_.as<cuda::ReencodeViolations>();
+    cuda::quartet_forward_quantize_e4m3(x, cuda::Fp4DenseType::bf16, rows_, cols_, options, planes,
+                                        {e4m3_.as<uint8_t>(), scales_.as<float>(), &counts->row_sets}, stream);
+    return;
+  }
+  cuda::quartet_forward_quantize(x, cuda::Fp4DenseType::bf16, rows_, cols_, options, planes, stream);
+  run(last_planes_, stream);
+}
+
 void ReencodedOperand::settle(cudaStream_t stream) {
   cuda::ReencodeViolations v;
+  if (fused_) {
+    // The fused kernel counts violating rows only; when there are any, the row re-encoding pass of
+    // the same planes counts the 1x128 groups too, which decides whether VEC128 is exact.
+    int rows_violating = 0;
+    NIBBLE_CUDA_CHECK(cudaMemcpyAsync(&rows_violating, counters_.get(), sizeof(int), cudaMemcpyDeviceToHost, stream));
+    NIBBLE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (rows_violating > 0) run(last_planes_, stream);
+  }
   NIBBLE_CUDA_CHECK(cudaMemcpyAsync(&v, counters_.get(), sizeof(v), cudaMemcpyDeviceToHost, stream));
   NIBBLE_CUDA_CHECK(cudaStreamSynchronize(stream));
   if (granularity_ == cuda::ReencodeGranularity::row && v.row_sets > 0) {

@@ -9,6 +9,7 @@
 
 #include "device_buffer.hpp"
 #include "nibble/cuda/gemm.hpp"
+#include "nibble/cuda/quartet.hpp"
 #include "nibble/cuda/reencode.hpp"
 
 namespace nibble::engine {
@@ -18,11 +19,22 @@ class ReencodedOperand {
   ReencodedOperand(int64_t rows, int64_t cols, const std::string& what);
   // Re-encodes `in` [rows, cols] at the current granularity (counting violations).
   void run(cuda::Mxfp4ConstPlanes in, cudaStream_t stream);
+  // Quartet forward quantization of x (BF16 [rows, cols]) into `planes` (MXFP4 codes, scales, mask:
+  // the backward reads them) and this operand: fused with the row re-encoding in one pass
+  // (quartet_fused.hpp) while the row granularity holds, else quantize + re-encode per 1x128 group.
+  void run_quartet_forward(const void* x, const cuda::QuartetForwardOptions& options, cuda::Mxfp4Planes planes,
+                           cudaStream_t stream);
   // Reads the counters of the last run (synchronizes) and moves to the coarsest exact granularity.
   // Throws std::runtime_error when even 1x128 groups are not exact.
   void settle(cudaStream_t stream);
   cuda::GemmOperand operand() const;
   double bytes_moved() const { return static_cast<double>(rows_) * cols_ * (0.5 + 1.0 / 32 + 1.0); }
+  // Bytes of run_quartet_forward: read BF16, write MXFP4 codes + scales + mask and the E4M3 codes
+  // (fused), or the same plus the re-encoding's read of the planes (1x128 path).
+  double quartet_forward_bytes() const {
+    const double n = static_cast<double>(rows_) * cols_;
+    return n * (2 + 0.5 + 1.0 / 32 + 1.0 / 8 + 1.0) + (fused_ ? 0.0 : n * (0.5 + 1.0 / 32));
+  }
   std::string note() const { return note_; }
 
  private:
@@ -31,6 +43,8 @@ class ReencodedOperand {
   cuda::ReencodeGranularity granularity_ = cuda::ReencodeGranularity::row;
   DeviceBuffer e4m3_, scales_, counters_;
   std::string note_;
+  bool fused_ = false;                 // the last run was the fused forward (counts rows only)
+  cuda::Mxfp4ConstPlanes last_planes_;  // its MXFP4 planes, re-encoded in settle() to count 1x128 groups
 };
 
 // The four device planes of one MXFP4 copy (codes, E8M0 scales, optional trust mask).

@@ -64,7 +64,13 @@ std::vector<float> make_input(int64_t rows, int64_t cols, std::mt19937_64& rng) 
     for (int64_t c = 0; c < cols; ++c) at(3, c) = 0.0f;                // an all-zero row (k_max = 0)
     const float ties[] = {4.0f, 0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, -0.25f, -2.5f, -3.5f, 1.0f, -1.0f};
     for (int c = 0; c < 32; ++c) at(4, c) = ties[c % 12];
-    for (int c = 32; c < 64; ++c) at(5, c) *= 0x1p-40f;                // spread > 14: a violating row
+    // Spread ~32 > 14: a violating row. Both magnitudes are fixed (not the row's random one): QuEST's
+    // +1e-8 floors the scale at 2^-27, so a group far below that would quantize to all-zero codes and
+    // no longer count as a violation.
+    for (int64_t c = 0; c < cols; ++c) {
+      const float v = normal(rng) * ((c >= 32 && c < 64) ? 0x1p-20f : 0x1p12f);
+      at(5, c) = fmt::decode_bf16(fmt::encode_bf16(v == 0.0f ? 1.0f : v));
+    }
     for (int c = 0; c < 32; ++c) at(6, c) *= 0x1p-12f;                 // spread ~12: exact, deep shifts
     for (int c = 0; c < 32; ++c) at(7, c) = fmt::decode_bf16(fmt::encode_bf16(1e-38f * (c + 1)));  // near k = -127
   }
@@ -196,6 +202,65 @@ TEST(E2m1FaddEncoder, CpuThresholdsSpecialsAndSweep) {
   for (uint64_t b = offset; b < (uint64_t{1} << 32); b += 97) {
     if (!same_on(static_cast<uint32_t>(b))) return;
   }
+}
+
+
+// ---- the three-add magic E2M1 encoder (backward quantizer, nearest) ---------------------------
+// e2m1_magic_bits(w, e2m1_magic(k)) carries RNE_E2M1(|w| 2^-k) in its low byte for |w| 2^-k <= 6
+// and every k in [-127, kE2m1MagicMaxK]; with the sign from pack_codes_signs it must equal
+// fmt::encode_e2m1(w * 2^-k), the reference's element encoder, bit for bit.
+uint8_t magic_code(float w, int k) {
+  const uint32_t mb = cuda::fp4::e2m1_magic_bits(w, cuda::fp4::e2m1_magic(k));
+  return static_cast<uint8_t>((mb & 0x7u) | ((fmt::float_bits(w) >> 28) & 0x8u));
+}
+
+TEST(E2m1MagicEncoder, CpuEqualsReferenceOnTiesEdgesAndRandomValues) {
+  std::mt19937_64 rng(std::random_device{}());
+  std::uniform_real_distribution<float> unit(0.0f, 6.0f);
+  // Every E2M1 midpoint (the ties) and every grid point, plus one float either side of each.
+  const float points[] = {0.0f, 0.25f, 0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f, 2.0f, 2.5f, 3.0f, 3.5f, 4.0f, 5.0f, 6.0f};
+  int checked = 0;
+  for (int k = -127; k <= cuda::fp4::kE2m1MagicMaxK; ++k) {
+    const float sc = fmt::pow2f(k);
+    auto check = [&](float v) {
+      for (float sign : {1.0f, -1.0f}) {
+        const float w = sign * v * sc;  // exact unless w is subnormal (then tiny: code 0 either way)
+        const uint8_t want = fmt::encode_e2m1(w * fmt::pow2f(-k));
+        const uint8_t got = magic_code(w, k);
+        ++checked;
+        if (got != want) {
+          ADD_FAILURE() << "k " << k << " w " << w << " (bits 0x" << std::hex << fmt::float_bits(w) << "): magic 0x"
+                        << int(got) << ", reference 0x" << int(want);
+          return false;
+        }
+      }
+      return true;
+    };
+    for (float p : points) {
+      const uint32_t b = fmt::float_bits(p);
+      if (!check(p)) return;
+      if (p > 0.0f && !check(fmt::bits_float(b - 1))) return;
+      if (p < 6.0f && !check(fmt::bits_float(b + 1))) return;
+    }
+    for (int i = 0; i < 200; ++i) {
+      if (!check(unit(rng))) return;
+    }
+    // w itself subnormal or tiny against 2^k.
+    if (!check(fmt::bits_float(1u))) return;
+  }
+  // Packing: 32 codes with their signs, low nibble = even element.
+  uint32_t mb[32], sb[32];
+  uint8_t want[32];
+  for (int i = 0; i < 32; ++i) {
+    const float w = (i % 3 == 0 ? -1.0f : 1.0f) * unit(rng);
+    mb[i] = cuda::fp4::e2m1_magic_bits(w, cuda::fp4::e2m1_magic(0));
+    sb[i] = fmt::float_bits(w);
+    want[i] = fmt::encode_e2m1(w);
+  }
+  const uint4 p = cuda::fp4::pack_codes_signs(mb, sb);
+  const uint32_t words[4] = {p.x, p.y, p.z, p.w};
+  for (int i = 0; i < 32; ++i) EXPECT_EQ((words[i / 8] >> (4 * (i % 8))) & 0xFu, want[i]) << "element " << i;
+  EXPECT_GT(checked, 100000);
 }
 
 __global__ void compare_all(unsigned long long* mismatches) {
