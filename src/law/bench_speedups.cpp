@@ -22,6 +22,16 @@ std::string string_field(const nlohmann::json& row, const char* key) {
   return row.contains(key) && row[key].is_string() ? row[key].get<std::string>() : std::string();
 }
 
+// The bench JSON's rows (docs/bench-output.md): `total_ms` is ONE call of the GEMM including the
+// quantization its mode attributes to it (gemm_ms + quant_ms), `count` the calls per layer. Rows that
+// run once per model (`per_model`, the LM head) are left out, as in the bench summary's layer_ms: the
+// recipes differ only in the transformer blocks' linear layers.
+bool once_per_model(const nlohmann::json& row) {
+  if (row.contains("per_model") && row["per_model"].is_boolean()) return row["per_model"].get<bool>();
+  const std::string layer = string_field(row, "layer");
+  return layer == "lm_head" || layer == "embedding";
+}
+
 PassSums sum_passes(const nlohmann::json& gemms, const std::string& recipe, const std::string& mode,
                     const std::string& origin) {
   PassSums s;
@@ -30,12 +40,27 @@ PassSums sum_passes(const nlohmann::json& gemms, const std::string& recipe, cons
     if (string_field(row, "recipe") != recipe || string_field(row, "mode") != mode) continue;
     const std::string pass = string_field(row, "pass");
     if (pass != "fprop" && pass != "dgrad" && pass != "wgrad") continue;
-    if (!row.contains("ms") || !row["ms"].is_number() || !(row["ms"].get<double>() > 0))
+    if (once_per_model(row)) continue;
+    const std::string what = fmt::format("{}: gemms[{}] ({} {} {} {})", origin, i, recipe, mode,
+                                         string_field(row, "layer"), pass);
+    const std::string error = string_field(row, "error");
+    if (!error.empty())
+      throw std::invalid_argument(fmt::format("{} failed in the benchmark ({}); the speedup needs every GEMM of "
+                                              "the recipe: rerun `nibble bench` or give --sp-fwd/--sp-bwd",
+                                              what, error));
+    if (!row.contains("total_ms") || !row["total_ms"].is_number() || !(row["total_ms"].get<double>() > 0))
       throw std::invalid_argument(fmt::format(
-          "{}: gemms[{}] ({} {} {} {}) has no positive 'ms' (did that GEMM fail or run out of memory?); "
-          "the speedup needs every GEMM of the recipe",
-          origin, i, recipe, mode, string_field(row, "layer"), pass));
-    const double ms = row["ms"].get<double>();
+          "{} has no positive 'total_ms' (did that GEMM fail or run out of memory?); the speedup needs every "
+          "GEMM of the recipe",
+          what));
+    double count = 1;
+    if (row.contains("count")) {
+      if (!row["count"].is_number() || !(row["count"].get<double>() >= 1))
+        throw std::invalid_argument(fmt::format("{}: 'count' must be a number >= 1 (calls of the GEMM per layer)",
+                                                what));
+      count = row["count"].get<double>();
+    }
+    const double ms = row["total_ms"].get<double>() * count;
     if (pass == "fprop") {
       s.fprop += ms;
       ++s.fprop_rows;

@@ -1,7 +1,9 @@
-// FP4-over-FP8 speedups read from a `nibble bench` JSON (issue 6's format). Kept in one small file so
-// it is easy to adapt when the bench JSON evolves. Read: top-level `gemms` rows {layer, pass, recipe,
-// mode, ms} and `summary` entries {recipe, mode, layer_ms, speedup_vs_bf16, path}. Forward speedup =
-// (FP8 fprop sum) / (FP4 fprop sum); backward = (FP8 dgrad + wgrad sum) / (FP4 dgrad + wgrad sum).
+// FP4-over-FP8 speedups read from a `nibble bench` JSON (docs/bench-output.md). Kept in one small file
+// so it is easy to adapt when the bench JSON evolves. Read: top-level `gemms` rows {layer, pass,
+// recipe, mode, count, per_model, total_ms, error} and `summary` entries {recipe, mode, path}. A row
+// costs total_ms x count (total_ms = gemm_ms + the quantization its mode attributes to it); rows run
+// once per model (per_model: the LM head) are left out, as in the summary's layer_ms. Forward speedup
+// = (FP8 fprop sum) / (FP4 fprop sum); backward = (FP8 dgrad + wgrad sum) / (FP4 dgrad + wgrad sum).
 #pragma once
 #include <nlohmann/json_fwd.hpp>
 
