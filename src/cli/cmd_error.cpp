@@ -60,6 +60,16 @@ bool is_npy(const fs::path& path) {
   return head.size() == 6 && std::memcmp(head.data(), "\x93NUMPY", 6) == 0;
 }
 
+// Checked before a tensor's data is read: the data (at most 8 bytes per element), its float32 copy,
+// one recipe's codes and its dequantized values, about 20 bytes per element in all.
+void require_memory_for(const std::string& name, const std::vector<int64_t>& shape) {
+  uint64_t n = 1;
+  for (int64_t d : shape) n *= static_cast<uint64_t>(d);  // the readers checked numel * size fits
+  nibble::io::require_host_memory(n > UINT64_MAX / 20 ? UINT64_MAX : 20 * n,
+                                  "measuring tensor '" + name + "' " + nibble::io::shape_string(shape) +
+                                      " (about 20 bytes per element)");
+}
+
 // Rows for one tensor: every recipe measured, or a note per recipe explaining why not.
 void measure_tensor(const Tensor& t, const std::vector<Recipe>& recipes, const nibble::quant::QuantOptions& options,
                     std::vector<ErrorRow>& rows) {
@@ -177,6 +187,7 @@ int run_error(const ErrorArgs& a) {
   size_t measured_tensors = 0;
   if (is_npy(path) || path.extension() == ".npy") {  // a broken .npy gets the reader's precise message
     kind = ".npy";
+    require_memory_for(path.filename().string(), nibble::io::read_npy_header(path).shape);
     Tensor t = nibble::io::read_npy(path);
     t.name = path.filename().string();
     if (!nibble::io::is_floating(t.dtype)) {
@@ -197,6 +208,7 @@ int run_error(const ErrorArgs& a) {
         }
         continue;
       }
+      require_memory_for(e.name, e.shape);
       const Tensor t = nibble::io::read_safetensors_tensor(path, index, e);
       if (nibble::io::is_floating(t.dtype)) ++measured_tensors;
       measure_tensor(t, recipes, options, rows);

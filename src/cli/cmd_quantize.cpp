@@ -105,12 +105,20 @@ int run_quantize(const QuantizeArgs& a) {
   }
   check_distinct_paths(a);
 
-  const Tensor in = nibble::io::read_npy(a.in);
-  if (in.dtype != nibble::io::DType::f32) {
-    throw std::invalid_argument("--in '" + a.in + "' holds " + std::string(nibble::io::dtype_name(in.dtype)) +
+  // The header first: dtype, shape and the memory the run needs are checked before the data is read.
+  const Tensor header = nibble::io::read_npy_header(a.in);
+  if (header.dtype != nibble::io::DType::f32) {
+    throw std::invalid_argument("--in '" + a.in + "' holds " + std::string(nibble::io::dtype_name(header.dtype)) +
                                 "; nibble quantize reads float32: convert with a.astype(numpy.float32)");
   }
-  const auto m = nibble::io::as_matrix(in);
+  const auto m = nibble::io::as_matrix(header);
+  // The data, its float32 copy, codes, dequantized values and the encoded outputs: about 20 bytes
+  // per element.
+  const uint64_t n = static_cast<uint64_t>(m.rows) * static_cast<uint64_t>(m.cols);
+  nibble::io::require_host_memory(n > UINT64_MAX / 20 ? UINT64_MAX : 20 * n,
+                                  "quantizing '" + a.in + "' " + nibble::io::shape_string(header.shape) +
+                                      " (about 20 bytes per element)");
+  const Tensor in = nibble::io::read_npy(a.in);
   const std::vector<float> x = nibble::io::to_float32(in);
   const QuantizedTensor q = quantize(recipe, x.data(), m.rows, m.cols, options);
   const std::vector<float> xq = dequantize_original(q);

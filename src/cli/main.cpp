@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <exception>
 #include <functional>
+#include <new>
 
 #include "command_registry.hpp"
 
@@ -35,6 +36,10 @@ int main(int argc, char** argv) {
   }
   try {
     return action ? action() : 0;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "nibble: error: out of host memory (an allocation failed): the input or the shape is too "
+                         "large for this machine; use a smaller tensor, batch or model\n");
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "nibble: error: %s\n", e.what());
     return 1;

@@ -29,6 +29,24 @@ uint64_t file_size_of(const fs::path& path) {
   return size;
 }
 
+uint64_t host_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+}
+
+void require_host_memory(uint64_t bytes, const std::string& what) {
+  const uint64_t ram = host_memory_bytes();
+  if (ram == 0 || bytes <= ram) return;
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  char numbers[160];
+  std::snprintf(numbers, sizeof numbers, " needs %llu bytes (%.1f GiB) but this machine has %.1f GiB of RAM",
+                static_cast<unsigned long long>(bytes), static_cast<double>(bytes) / gib,
+                static_cast<double>(ram) / gib);
+  throw std::runtime_error(what + numbers + "; refused before allocating: use a machine with more memory or a "
+                           "smaller tensor");
+}
+
 std::vector<uint8_t> read_file_range(const fs::path& path, uint64_t offset, uint64_t count) {
   const uint64_t size = file_size_of(path);
   if (offset > size || count > size - offset) {
@@ -36,6 +54,7 @@ std::vector<uint8_t> read_file_range(const fs::path& path, uint64_t offset, uint
                              " bytes at offset " + std::to_string(offset) + " but the file has " +
                              std::to_string(size) + " bytes");
   }
+  require_host_memory(count, "reading '" + path.string() + "' at offset " + std::to_string(offset));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot open '" + path.string() + "' for reading: " + std::strerror(errno));
   std::vector<uint8_t> out(count);

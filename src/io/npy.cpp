@@ -256,17 +256,28 @@ Tensor parse_npy(std::span<const uint8_t> bytes, std::string_view source) {
   return t;
 }
 
-Tensor read_npy(const std::filesystem::path& path) {
+namespace {
+// Reads the preamble and header only; the data's claimed size is verified against the file.
+Tensor read_header_only(const std::filesystem::path& path, uint64_t* offset, uint64_t* count) {
   const std::string source = path.string();
   const uint64_t size = file_size_of(path);
-  // Read the preamble and header first; the data is read only once its claimed size is verified.
   const uint64_t pre = std::min<uint64_t>(size, 12);
   std::vector<uint8_t> prefix = read_file_range(path, 0, pre);
   const NpyPreamble p = parse_preamble(prefix, size, source);
   prefix = read_file_range(path, 0, p.header_start + p.header_len);
-  uint64_t offset = 0, count = 0;
   NpyHeader header;
-  Tensor t = parse_with_size(prefix, size, source, &offset, &count, &header);
+  return parse_with_size(prefix, size, source, offset, count, &header);
+}
+}  // namespace
+
+Tensor read_npy_header(const std::filesystem::path& path) {
+  uint64_t offset = 0, count = 0;
+  return read_header_only(path, &offset, &count);
+}
+
+Tensor read_npy(const std::filesystem::path& path) {
+  uint64_t offset = 0, count = 0;
+  Tensor t = read_header_only(path, &offset, &count);
   t.bytes = read_file_range(path, offset, count);
   return t;
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -139,6 +140,19 @@ TEST(CliError, BadInputFailsCleanly) {
   io::write_file_atomic(box / "trunc.safetensors", bytes);
   io::write_file_atomic(box / "notes.txt", std::vector<uint8_t>{'h', 'i', '\n'});
   io::write_file_atomic(box / "empty.npy", std::vector<uint8_t>{});
+  // A BF16 tensor whose data (a hole in a sparse file) is a quarter of this machine's RAM: the
+  // measurement would need ~20 bytes per element, so it is refused from the header's shape.
+  const uint64_t ram = io::host_memory_bytes();
+  ASSERT_GT(ram, 0u);
+  const int64_t big_rows = static_cast<int64_t>(ram / 8 / 1024);
+  const std::string big_header =
+      nlohmann::json{{"w", {{"dtype", "BF16"}, {"shape", {big_rows, 1024}}, {"data_offsets", {0, big_rows * 2048}}}}}
+          .dump();
+  std::vector<uint8_t> big(8 + big_header.size());
+  for (int i = 0; i < 8; ++i) big[i] = static_cast<uint8_t>(static_cast<uint64_t>(big_header.size()) >> (8 * i));
+  std::memcpy(big.data() + 8, big_header.data(), big_header.size());
+  io::write_file_atomic(box / "big.safetensors", big);
+  std::filesystem::resize_file(box / "big.safetensors", big.size() + static_cast<uint64_t>(big_rows) * 2048);
   const std::string before = box.listing();
   struct Case {
     std::string args, needle;
@@ -153,6 +167,7 @@ TEST(CliError, BadInputFailsCleanly) {
       {"error " + box.path("notes.txt"), "neither"},
       {"error " + box.path("empty.npy"), "magic"},
       {"error " + box.path("missing.safetensors"), "no such file"},
+      {"error " + box.path("big.safetensors"), "GiB of RAM"},
   };
   for (const auto& c : cases) {
     const auto r = box.run(c.args);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <random>
 
 #include "cli_runner.hpp"
@@ -30,6 +31,20 @@ void expect_failure(const CliSandbox& box, const std::string& args, const std::s
   EXPECT_NE(r.err.find(needle), std::string::npos) << args << "\nstderr: " << r.err;
   EXPECT_TRUE(r.out.empty()) << "a failed run printed results: " << r.out;
   EXPECT_EQ(box.listing(), listing_before) << "a failed run left files behind: " << args;
+}
+
+// A float32 .npy of n elements whose data is a hole (a sparse file): valid, present in full, and
+// taking no disk space, so a tensor too large for the machine can be handed to the CLI.
+void write_sparse_f32_npy(const std::filesystem::path& path, uint64_t n) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(n) + ",), }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::vector<uint8_t> bytes = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<uint8_t>(header.size() & 0xFF),
+                                static_cast<uint8_t>(header.size() >> 8)};
+  bytes.insert(bytes.end(), header.begin(), header.end());
+  const uint64_t data_start = bytes.size();
+  io::write_file_atomic(path, bytes);
+  std::filesystem::resize_file(path, data_start + 4 * n);
 }
 
 }  // namespace
@@ -139,6 +154,12 @@ TEST(CliQuantize, BadInputFailsCleanly) {
   io::write_file_atomic(box / "trunc.npy", truncated);
   std::vector<uint8_t> junk = {'h', 'e', 'l', 'l', 'o'};
   io::write_file_atomic(box / "junk.npy", junk);
+  // Larger than the machine: data of half its RAM (the run needs ~20 bytes per element), and data of
+  // twice its RAM. Both are refused from the header, before the data is read.
+  const uint64_t ram = io::host_memory_bytes();
+  ASSERT_GT(ram, 0u);
+  write_sparse_f32_npy(box / "half_ram.npy", ram / 8);
+  write_sparse_f32_npy(box / "twice_ram.npy", ram / 2);
   const std::string before = box.listing();
   const std::string out = " --out " + box.path("out.npy");
   const std::string in = " --in " + box.path("x.npy");
@@ -159,4 +180,7 @@ TEST(CliQuantize, BadInputFailsCleanly) {
   expect_failure(box, "quantize --recipe mxfp4" + in + " --out " + box.path("nodir/out.npy"), "nodir", before);
   expect_failure(box, "quantize --recipe mxfp4 --mx-scale-rule up" + in + out, "round-up", before);
   expect_failure(box, "quantize --recipe mxfp4" + in, "--out", before);  // CLI11: required option
+  expect_failure(box, "quantize --recipe mxfp4 --in " + box.path("half_ram.npy") + out, "GiB of RAM", before);
+  expect_failure(box, "quantize --recipe mxfp4 --in " + box.path("twice_ram.npy") + out,
+                 std::to_string(20 * (ram / 2)) + " bytes", before);
 }

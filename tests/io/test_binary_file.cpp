@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <string>
+
+#include "nibble/io/npy.hpp"
 
 #include "nibble/io/binary_file.hpp"
 #include "temp_dir.hpp"
@@ -45,4 +48,49 @@ TEST(BinaryFile, RangeChecks) {
   EXPECT_THROW(read_file_range(dir / "f.bin", 3, 3), std::runtime_error);
   EXPECT_THROW(read_file_range(dir / "f.bin", UINT64_MAX, 2), std::runtime_error);
   EXPECT_THROW(file_size_of(dir.path()), std::runtime_error);  // a directory is not a tensor file
+}
+
+// A sparse file holds twice this machine's memory without using the disk: reading it must be
+// refused with the numbers before any allocation (an allocation of that size would fail or be
+// killed), while small reads of the same file still work.
+TEST(BinaryFile, RefusesReadsLargerThanTheMachineBeforeAllocating) {
+  const uint64_t ram = host_memory_bytes();
+  ASSERT_GT(ram, 0u);
+  const uint64_t big = 2 * ram;
+  TempDir dir;
+  write_file_atomic(dir / "sparse.bin", std::vector<uint8_t>{5, 6, 7, 8});
+  std::filesystem::resize_file(dir / "sparse.bin", big + 64);
+  try {
+    (void)read_file_range(dir / "sparse.bin", 64, big);
+    FAIL() << "expected a refusal";
+  } catch (const std::runtime_error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find(std::to_string(big) + " bytes"), std::string::npos) << m;
+    EXPECT_NE(m.find("GiB of RAM"), std::string::npos) << m;
+    EXPECT_NE(m.find("sparse.bin"), std::string::npos) << m;
+  }
+  EXPECT_EQ(read_file_range(dir / "sparse.bin", 0, 4), (std::vector<uint8_t>{5, 6, 7, 8}));
+  EXPECT_NO_THROW(require_host_memory(ram, "all of it"));
+  EXPECT_THROW(require_host_memory(ram + 1, "one byte more"), std::runtime_error);
+
+  // The same through the .npy reader: a valid header whose data (float32, rounded up past 2x RAM)
+  // is all present in the file.
+  const uint64_t n = big / 4 + 1;
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(n) + ",), }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::vector<uint8_t> bytes = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<uint8_t>(header.size() & 0xFF),
+                                static_cast<uint8_t>(header.size() >> 8)};
+  bytes.insert(bytes.end(), header.begin(), header.end());
+  const uint64_t data_start = bytes.size();
+  write_file_atomic(dir / "huge.npy", bytes);
+  std::filesystem::resize_file(dir / "huge.npy", data_start + 4 * n);
+  try {
+    (void)read_npy(dir / "huge.npy");
+    FAIL() << "expected a refusal";
+  } catch (const std::runtime_error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find(std::to_string(4 * n) + " bytes"), std::string::npos) << m;
+    EXPECT_NE(m.find("GiB of RAM"), std::string::npos) << m;
+  }
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace nibble::io {
@@ -12,7 +13,15 @@ namespace nibble::io {
 // Size of a regular file in bytes; throws std::runtime_error naming the path if it cannot be read.
 uint64_t file_size_of(const std::filesystem::path& path);
 
-// Exactly `count` bytes at `offset`; throws std::runtime_error if the file is shorter.
+// Physical memory of this machine in bytes (sysconf), 0 when it cannot be read.
+uint64_t host_memory_bytes();
+// Refuses, before anything is allocated, work that needs more bytes than this machine's physical
+// memory: throws std::runtime_error "<what> needs N bytes (X GiB) but this machine has Y GiB of RAM".
+// No-op when the machine's memory is unknown.
+void require_host_memory(uint64_t bytes, const std::string& what);
+
+// Exactly `count` bytes at `offset`; throws std::runtime_error if the file is shorter, or (before
+// allocating) if `count` is more than this machine's memory.
 std::vector<uint8_t> read_file_range(const std::filesystem::path& path, uint64_t offset, uint64_t count);
 std::vector<uint8_t> read_whole_file(const std::filesystem::path& path);
 

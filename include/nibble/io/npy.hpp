@@ -21,6 +21,9 @@ inline constexpr uint64_t kNpyMaxHeaderBytes = 1 << 16;
 Tensor parse_npy(std::span<const uint8_t> bytes, std::string_view source);
 // Reads a file, checking the header's claimed size against the file size before reading the data.
 Tensor read_npy(const std::filesystem::path& path);
+// dtype and shape only (bytes empty), with the same checks, without reading the data: lets a
+// command refuse a tensor too large for the machine before allocating anything.
+Tensor read_npy_header(const std::filesystem::path& path);
 
 // The .npy image of `t` (version 1.0, or 2.0 when the header would not fit 1.0's 16-bit length).
 std::vector<uint8_t> encode_npy(const Tensor& t);
