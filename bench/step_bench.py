@@ -5,16 +5,20 @@
 
 The block: RMSNorm, fused QKV, torch scaled_dot_product_attention (causal), output projection, RMSNorm,
 MLP (gated SwiGLU or plain GELU), with the four linear layers swapped by nibble.torch.convert. Timing:
-CUDA events around forward + backward, warm-up first, median of --reps. The recipe layers run
-nibble.torch's torch-emulated path on CUDA tensors (quantize -> dequantize -> FP32 GEMM) until the
-device kernels are bound, so step times measure that emulation, not nibble's fused kernels: the JSON
-says so in "path".
+CUDA events around forward + backward, warm-up first, median of --reps. Norms, attention and
+activations run in BF16 for every recipe. The recipe layers run nibble.torch's torch-emulated path on
+CUDA tensors (quantize -> dequantize -> FP32 GEMM) until the device kernels are bound, so their step
+times measure that emulation, not nibble's fused kernels: the JSON says so in "path". What is measured
+for the question "does the GEMM speedup survive a step": the bf16 step, its 12 linear GEMMs alone (so
+the fraction of the step outside the GEMMs), and, with --bench-json, the step speedup that nibble
+bench's GEMM-only speedup projects to (Amdahl: 1 / (1 - f + f / g)).
 """
 import argparse
 import json
 import os
 import statistics
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -26,11 +30,33 @@ import nibble.torch as nt  # noqa: E402
 PRESETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "presets")
 
 
+class _RMSNorm(nn.Module):  # torch < 2.4 (the CPU smoke test on Debian's torch 1.13); the GPU uses nn.RMSNorm
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.weight, self.eps = nn.Parameter(torch.ones(dim)), eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps).to(x.dtype) * self.weight
+
+
+def attention(q, k, v):
+    """Causal attention; GQA by repeating K/V heads, so the fused (flash) kernels always apply."""
+    if k.shape[1] != q.shape[1]:
+        k, v = (t.repeat_interleave(q.shape[1] // k.shape[1], dim=1) for t in (k, v))
+    if hasattr(F, "scaled_dot_product_attention"):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    t = q.shape[-2]  # torch 1.13 CPU smoke test only
+    s = (q @ k.transpose(-1, -2)) / (q.shape[-1] ** 0.5)
+    s = s.masked_fill(torch.ones(t, t, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    return s.softmax(-1) @ v
+
+
 class Block(nn.Module):
     def __init__(self, hidden, ffn, heads, kv_heads, gated):
         super().__init__()
         self.heads, self.kv_heads, self.hd, self.gated = heads, kv_heads, hidden // heads, gated
-        self.n1, self.n2 = nn.RMSNorm(hidden), nn.RMSNorm(hidden)
+        norm = getattr(nn, "RMSNorm", _RMSNorm)
+        self.n1, self.n2 = norm(hidden), norm(hidden)
         self.qkv = nn.Linear(hidden, (heads + 2 * kv_heads) * self.hd, bias=False)
         self.proj = nn.Linear(heads * self.hd, hidden, bias=False)
         self.up = nn.Linear(hidden, (2 if gated else 1) * ffn, bias=False)
@@ -43,45 +69,82 @@ class Block(nn.Module):
         q = q.view(b, t, self.heads, self.hd).transpose(1, 2)
         k = k.view(b, t, self.kv_heads, self.hd).transpose(1, 2)
         v = v.view(b, t, self.kv_heads, self.hd).transpose(1, 2)
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.kv_heads != self.heads)
+        a = attention(q, k, v)
         x = x + self.proj(a.transpose(1, 2).reshape(b, t, -1))
         u = self.up(self.n2(x))
-        u = F.silu(u.chunk(2, -1)[0]) * u.chunk(2, -1)[1] if self.gated else F.gelu(u)
+        if self.gated:
+            g, u = u.chunk(2, -1)
+            u = F.silu(g) * u
+        else:
+            u = F.gelu(u)
         return x + self.down(u)
 
 
-def time_block(block, x, reps, warmup):
+DEVICE = "cuda"
+
+
+def _events_ms(fn, reps, warmup):
     times = []
     for i in range(warmup + reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        xi = x.detach().requires_grad_(True)
-        s.record()
-        block(xi).float().square().mean().backward()
-        e.record()
-        torch.cuda.synchronize()
+        if DEVICE == "cpu":  # --device cpu: a smoke test of the script, not a measurement
+            t0 = time.perf_counter()
+            fn()
+            ms = 1e3 * (time.perf_counter() - t0)
+        else:
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            fn()
+            e.record()
+            torch.cuda.synchronize()
+            ms = s.elapsed_time(e)
         if i >= warmup:
-            times.append(s.elapsed_time(e))
+            times.append(ms)
     return statistics.median(times), min(times), max(times)
 
 
-def gemm_speedups(path):
-    """recipe -> GEMM-only speedup over bf16 from a `nibble bench` JSON (best effort on its layout)."""
+def _device_name():
+    return torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu (smoke test)"
+
+
+def time_block(block, x, reps, warmup):
+    """Forward + backward of the block (input gradient and all weight gradients), CUDA events."""
+    def step():
+        block.zero_grad(set_to_none=True)
+        block(x.detach().requires_grad_(True)).float().square().mean().backward()
+    return _events_ms(step, reps, warmup)
+
+
+def time_gemms(block, tokens, reps, warmup):
+    """The block's 12 linear-layer GEMMs alone (fprop, dgrad, wgrad of its four nn.Linear), native BF16
+    torch.mm on the same shapes: the GEMM part of the bf16 step."""
+    ops = []
+    for lin in (block.qkv, block.proj, block.up, block.down):
+        o, i = lin.weight.shape
+        x = torch.randn(tokens, i, device=DEVICE, dtype=torch.bfloat16)
+        w = torch.randn(o, i, device=DEVICE, dtype=torch.bfloat16)
+        dy = torch.randn(tokens, o, device=DEVICE, dtype=torch.bfloat16)
+        ops += [(x, w.t()), (dy, w), (dy.t(), x)]  # fprop X W^T, dgrad dY W, wgrad dY^T X
+
+    def run():
+        for a, b in ops:
+            torch.mm(a, b)
+    return _events_ms(run, reps, warmup)
+
+
+def gemm_speedups(path, mode):
+    """recipe -> GEMM-only speedup over bf16 from a `nibble bench --json` file (its `summary`, in `mode`:
+    step = quantization included, pre-quantized = GEMMs alone), plus whether the file is a prediction, its
+    token count and its bf16 layer_ms."""
     with open(path) as f:
         doc = json.load(f)
-    out = {}
-
-    def walk(o):
-        if isinstance(o, dict):
-            r, sp = o.get("recipe"), o.get("speedup_vs_bf16", o.get("speedup"))
-            if isinstance(r, str) and isinstance(sp, (int, float)) and r not in out:
-                out[r] = float(sp)
-            for v in o.values():
-                walk(v)
-        elif isinstance(o, list):
-            for v in o:
-                walk(v)
-    walk(doc)
-    return out
+    by_mode, bf16_ms = {}, None
+    for row in doc.get("summary", []):
+        if isinstance(row.get("speedup_vs_bf16"), (int, float)):
+            by_mode.setdefault(row.get("mode"), {})[row["recipe"]] = float(row["speedup_vs_bf16"])
+        if row.get("recipe") == "bf16" and row.get("mode") == mode:
+            bf16_ms = row.get("layer_ms")
+    return dict(speedups=by_mode.get(mode, {}), speedups_by_mode=by_mode, predicted=bool(doc.get("predicted")), tokens=doc.get("tokens"), mode=mode,
+                gpu=doc.get("gpu"), bf16_layer_ms=bf16_ms, file=os.path.basename(path))
 
 
 def main():
@@ -98,8 +161,13 @@ def main():
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--bench-json", help="`nibble bench --json` output for the same model: GEMM-only speedups")
+    ap.add_argument("--bench-mode", default="step", choices=("step", "pre-quantized"),
+                    help="which `nibble bench` speedups to project with (step: quantization included)")
     ap.add_argument("--json", help="write results here")
+    ap.add_argument("--device", default="cuda", help="cuda; cpu only smoke-tests the script (no timing worth reading)")
     a = ap.parse_args()
+    global DEVICE
+    DEVICE = a.device
     cfg = {}
     if a.preset:
         p = os.path.join(PRESETS, a.preset + ".json")
@@ -116,42 +184,76 @@ def main():
     tokens = a.tokens or cfg.get("micro_batch", 1) * seq
     if tokens % seq:
         ap.error(f"tokens {tokens} is not a multiple of seq_len {seq}")
-    if not torch.cuda.is_available():
+    if DEVICE == "cuda" and not torch.cuda.is_available():
         sys.exit("step_bench needs a CUDA GPU (timing with CUDA events); none is visible")
-    speed = gemm_speedups(a.bench_json) if a.bench_json else {}
-    x = torch.randn(tokens // seq, seq, hidden, device="cuda", dtype=torch.bfloat16)
+    bench = gemm_speedups(a.bench_json, a.bench_mode) if a.bench_json else None
+    speed = bench["speedups"] if bench else {}
+    if bench and bench["tokens"] not in (None, tokens):
+        print(f"WARNING: {bench['file']} is for {bench['tokens']} tokens, this run uses {tokens}")
+    print(f"block: hidden {hidden}, ffn {ffn}{' (gated)' if gated else ''}, heads {heads}/{kv}, {tokens} tokens "
+          f"({tokens // seq} x {seq}), {_device_name()}, torch {torch.__version__}", flush=True)
+    x = torch.randn(tokens // seq, seq, hidden, device=DEVICE, dtype=torch.bfloat16)
+    torch.manual_seed(0)
+    ref = Block(hidden, ffn, heads, kv, gated).to(DEVICE).to(torch.bfloat16)
+    g_med, g_lo, g_hi = time_gemms(ref, tokens, a.reps, a.warmup)
+    del ref
     rows, base = [], None
     for recipe in [r.strip() for r in a.recipes.split(",") if r.strip()]:
         torch.manual_seed(0)
-        block = Block(hidden, ffn, heads, kv, gated).cuda()
+        # Norms, attention and activations run in BF16 for every recipe; only the four linear layers differ.
+        block = Block(hidden, ffn, heads, kv, gated).to(DEVICE).to(torch.bfloat16)
         if recipe == "bf16":
-            block = block.to(torch.bfloat16)  # the real baseline: native BF16 GEMMs, not an emulation
-            path = "native bf16 (torch)"
+            path = "native bf16 (torch)"  # the real baseline: native BF16 GEMMs, not an emulation
         else:
-            nt.convert(block, recipe, check_finite=False)
+            nt.convert(block, recipe, check_finite=False, backend="emulated")
             path = "torch-emulated (quantize-dequantize + FP32 GEMM)"
         try:
             med, lo, hi = time_block(block, x, a.reps, a.warmup)
-        except torch.cuda.OutOfMemoryError:
-            print(f"{recipe}: out of memory at {tokens} tokens; lower --tokens")
+        except torch.cuda.OutOfMemoryError if hasattr(torch.cuda, "OutOfMemoryError") else MemoryError:
+            print(f"{recipe}: out of memory at {tokens} tokens; lower --tokens", flush=True)
+            del block
+            torch.cuda.empty_cache()
             continue
-        base = med if recipe == "bf16" else base
+        del block
+        torch.cuda.empty_cache()
         row = dict(recipe=recipe, median_ms=med, min_ms=lo, max_ms=hi, path=path,
-                   step_speedup=(base / med) if base else None, gemm_speedup=speed.get(recipe))
-        rows.append(row)
+                   gemm_speedup=speed.get(recipe),
+                   gemm_speedup_pre_quantized=bench["speedups_by_mode"].get("pre-quantized", {}).get(recipe)
+                   if bench else None)
         line = f"{recipe:12s} {med:9.2f} ms  [{lo:.2f}, {hi:.2f}]  {path}"
-        if row["step_speedup"] and row["gemm_speedup"]:
-            g, s = row["gemm_speedup"], row["step_speedup"]
-            # If GEMMs are fraction f of the bf16 step and speed up by g: s = 1 / (1 - f + f / g).
-            f = (1 - 1 / s) / (1 - 1 / g) if g != 1 else float("nan")
-            row["gemm_fraction_of_step"] = f
-            line += f"\n{'':12s} GEMM speedup {g:.2f}x, step speedup {s:.2f}x: {100 * (1 - f):.0f}% of the step is outside the GEMMs"
+        if recipe == "bf16":
+            base = med
+            f = g_med / med
+            row.update(gemm_ms=g_med, gemm_fraction_of_step=f)
+            line += (f"\n{'':12s} its 12 linear GEMMs alone: {g_med:.2f} ms = {100 * f:.0f}% of the step; "
+                     f"{100 * (1 - f):.0f}% is outside the GEMMs (attention, norms, activations, launch gaps)")
+            if bench and bench["bf16_layer_ms"]:
+                line += f"\n{'':12s} ({bench['file']} bf16 layer_ms {bench['bf16_layer_ms']:.2f} for the same GEMMs)"
+        else:
+            row["emulated_step_vs_bf16"] = base / med if base else None
+            if base and row["gemm_speedup"]:
+                # GEMMs are fraction f of the bf16 step; if they alone speed up by g: s = 1 / (1 - f + f / g).
+                f, g = g_med / base, row["gemm_speedup"]
+                s_proj = 1.0 / (1.0 - f + f / g)
+                row["projected_step_speedup"] = s_proj
+                src = f"nibble bench, {'PREDICTED' if bench['predicted'] else 'measured'}, {bench['mode']} mode"
+                pre = row["gemm_speedup_pre_quantized"]
+                line += (f"\n{'':12s} GEMM speedup {g:.2f}x ({src}"
+                         + (f"; {pre:.2f}x without quantization" if pre and bench["mode"] == "step" else "")
+                         + f"), projected step speedup {s_proj:.2f}x: {100 * (1 - f):.0f}% of the bf16 step is "
+                         "outside the GEMMs")
+        rows.append(row)
         print(line, flush=True)
     if a.json:
         with open(a.json, "w") as fo:
             json.dump(dict(model=dict(hidden=hidden, ffn=ffn, heads=heads, kv_heads=kv, gated=gated, tokens=tokens,
-                                      seq_len=seq, preset=a.preset), gpu=torch.cuda.get_device_name(),
-                           torch=torch.__version__, results=rows), fo, indent=1)
+                                      seq_len=seq, preset=a.preset, causal=True),
+                           gpu=_device_name(), torch=torch.__version__, reps=a.reps, warmup=a.warmup,
+                           bf16_gemm_ms=dict(median=g_med, min=g_lo, max=g_hi), gemm_bench=bench, results=rows,
+                           note="recipe rows run nibble.torch's torch emulation (quantize-dequantize + FP32 "
+                                "GEMM), not nibble's kernels: their step times measure that emulation; "
+                                "projected_step_speedup = 1 / (1 - f + f / gemm_speedup) with f the measured "
+                                "GEMM fraction of the native bf16 step"), fo, indent=1)
 
 
 if __name__ == "__main__":

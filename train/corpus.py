@@ -32,9 +32,13 @@ def load_corpus(root, val_fraction=0.02, max_bytes=None):
         (val if h < val_fraction else train).extend(data)
         if max_bytes and len(train) >= max_bytes:
             break
+    if not train or not val:
+        raise ValueError(f"corpus {root}: {len(files)} files gave {len(train)} training and {len(val)} validation "
+                         f"bytes; the split by path hash ({val_fraction:.0%} held out) needs more files")
     desc = dict(root=root, files=len(files), train_bytes=len(train), val_bytes=len(val),
                 tokenizer="bytes (vocab 256)", val_fraction=val_fraction)
-    return torch.frombuffer(bytes(train), dtype=torch.uint8), torch.frombuffer(bytes(val), dtype=torch.uint8), desc
+    # bytearrays are writable, so frombuffer shares them without a warning.
+    return torch.frombuffer(train, dtype=torch.uint8), torch.frombuffer(val, dtype=torch.uint8), desc
 
 
 def batch_order(n_tokens, seq_len, batch, steps, seed):
@@ -44,6 +48,6 @@ def batch_order(n_tokens, seq_len, batch, steps, seed):
 
 
 def windows(data, starts, seq_len):
-    idx = starts.reshape(-1, 1) + torch.arange(seq_len + 1).reshape(1, -1)
+    idx = starts.reshape(-1, 1) + torch.arange(seq_len + 1, device=starts.device).reshape(1, -1)
     w = data[idx].long()
     return w[:, :-1], w[:, 1:]

@@ -6,7 +6,9 @@
 Same seed, same initial weights and same data order for every recipe. Linear layers inside the blocks
 run the recipe (nibble.torch.convert); embeddings, LM head, norms, attention and AdamW (FP32 master
 weights) stay in FP32. Outputs in --out: results.json, runs.csv (scheme,n,d,loss for `nibble law fit`),
-val_loss.svg, log.txt. A NaN/inf stops the run with the step and the layer (nibble.torch.NonFiniteError).
+val_loss.svg, log.txt, rewritten after every recipe. A NaN/inf, or a training loss that climbs
+--diverge-margin above the first step's after warm-up, stops that recipe's run naming the step and the
+layer (nibble.torch.NonFiniteError); the other recipes still run and the exit status is 1.
 """
 import argparse
 import json
@@ -50,7 +52,6 @@ def evaluate(model, val, starts, seq_len, batch):
     total, n = 0.0, 0
     for i in range(0, len(starts), batch):
         x, y = windows(val, starts[i:i + batch], seq_len)
-        x, y = x.to(DEVICE), y.to(DEVICE)
         total += float(F.cross_entropy(model(x).flatten(0, 1).float(), y.flatten(), reduction="sum"))
         n += y.numel()
     model.train()
@@ -62,8 +63,54 @@ def sync():
         torch.cuda.synchronize()
 
 
-def train_one(label, args, train, val, order, val_starts, log):
+@torch.no_grad()
+def locate_non_finite(model, x, layers_quiet=False):
+    """Rerun the forward with hooks and name the first module (in execution order) whose output holds
+    NaN/inf; a nibble layer raises NonFiniteError itself, which names it too (unless layers_quiet)."""
+    found = []
+    quiet = [m for m in model.modules() if isinstance(m, nt.Linear) and m.options["check_finite"]] \
+        if layers_quiet else []
+    for m in quiet:
+        m.options["check_finite"] = False
+
+    def hook(mod, inp, out):
+        if not found and torch.is_tensor(out) and not bool(torch.isfinite(out).all()):
+            found.append(mod._nibble_name)
+    handles = []
+    for name, mod in model.named_modules():
+        mod._nibble_name = name or "(model)"
+        handles.append(mod.register_forward_hook(hook))
+    try:
+        model(x)
+    except nt.NonFiniteError as e:
+        return str(e)
+    finally:
+        for h in handles:
+            h.remove()
+        for m in quiet:
+            m.options["check_finite"] = True
+    bad = [n for n, p in model.named_parameters() if not bool(torch.isfinite(p).all())]
+    where = f"module '{found[0]}'" if found else "no module (the loss function)"
+    return f"first non-finite output in {where}" + (f"; non-finite parameters: {bad[:5]}" if bad else "")
+
+
+def grad_report(model, finite_only=False):
+    """(name, norm) of parameter gradients, largest first; with finite_only False, the non-finite ones."""
+    rows = []
+    for n, p in model.named_parameters():
+        if p.grad is None:
+            continue
+        g = float(p.grad.detach().float().norm())
+        if finite_only == math.isfinite(g):
+            rows.append((n, g))
+    return sorted(rows, key=lambda r: -r[1] if math.isfinite(r[1]) else 0.0)
+
+
+def train_one(label, args, train, val, order, val_starts, log, deadline=None, eval_estimate=0.0):
+    """Train one recipe on `order` ([steps, batch] window starts). Stops early (truncated) when the wall
+    clock would pass `deadline` before the final evaluation; raises NonFiniteError on NaN/inf or divergence."""
     recipe, opts = SCHEMES[label]
+    t_setup = time.perf_counter()
     torch.manual_seed(args.seed)  # identical initial weights for every recipe
     model = Decoder(hidden=args.hidden, layers=args.layers, heads=args.heads, seq_len=args.seq_len).to(DEVICE)
     nt.convert(model, recipe, backend=args.backend, **opts)
@@ -71,52 +118,160 @@ def train_one(label, args, train, val, order, val_starts, log):
     rest = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.95))
-    curve, t_train, tokens = [], 0.0, 0
+    sync()
+    setup_s = time.perf_counter() - t_setup
+    curve, step_times, eval_times, tokens = [], [], [], 0
     steps = order.shape[0]
+    first_loss, truncated = None, None
     for step in range(steps):
+        if deadline is not None and step > 0 and time.perf_counter() + eval_estimate + (
+                step_times[-1] if step_times else 0.0) > deadline:
+            truncated = step
+            log(f"{label}: time budget reached: stopping after {step} of {steps} steps (truncated run)")
+            break
         for g in opt.param_groups:
             g["lr"] = lr_at(step, steps, args.lr, args.warmup)
         x, y = windows(train, order[step], args.seq_len)
-        x, y = x.to(DEVICE), y.to(DEVICE)
+        if step == args.inject_nan_step:  # test hook: poison one weight, the run must stop naming it
+            with torch.no_grad():
+                model.get_parameter(args.inject_nan_param).view(-1)[0] = float("nan")
         sync()
         t0 = time.perf_counter()
-        loss = F.cross_entropy(model(x).flatten(0, 1).float(), y.flatten())
-        if not torch.isfinite(loss):
-            raise nt.NonFiniteError(f"{label}: step {step}: training loss is {float(loss)} (no layer reported "
-                                    "non-finite values first: look at the head, norms or attention)")
+        try:
+            loss = F.cross_entropy(model(x).flatten(0, 1).float(), y.flatten())
+        except nt.NonFiniteError as e:
+            # A nibble layer saw it; when it came from upstream, name the module that made it.
+            raise nt.NonFiniteError(f"{label}: {e}" + ("; " + locate_non_finite(model, x, layers_quiet=True)
+                                                         if "input (" in str(e) else "")) from None
+        lv = float(loss)
+        if not math.isfinite(lv):
+            raise nt.NonFiniteError(f"{label}: step {step}: training loss is {lv}: "
+                                    + locate_non_finite(model, x))
+        first_loss = lv if first_loss is None else first_loss
+        if step >= max(args.warmup, 10) and lv > first_loss + args.diverge_margin:
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            top = grad_report(model, finite_only=True)[:3]
+            raise nt.NonFiniteError(
+                f"{label}: step {step}: DIVERGED: training loss {lv:.4f} is above the initial loss {first_loss:.4f} "
+                f"+ {args.diverge_margin}; largest gradients at this step: "
+                + ", ".join(f"{n} {g:.3g}" for n, g in top))
         opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        try:
+            loss.backward()
+        except nt.NonFiniteError as e:
+            bad = [n for n, _ in grad_report(model)]
+            raise nt.NonFiniteError(f"{label}: {e}" + (f"; parameters whose gradients are already NaN/inf: "
+                                                         f"{bad[:5]}" if bad else "")) from None
+        gnorm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
+        if not math.isfinite(gnorm):
+            bad = grad_report(model)
+            raise nt.NonFiniteError(f"{label}: step {step}: non-finite gradient norm ({gnorm}); parameters with "
+                                    f"NaN/inf gradients: {[n for n, _ in bad[:5]]} ({len(bad)} in all)")
         opt.step()
         sync()
-        t_train += time.perf_counter() - t0
+        step_times.append(time.perf_counter() - t0)
         tokens += x.numel()
         if step % args.eval_every == 0 or step == steps - 1:
+            te = time.perf_counter()
             v = evaluate(model, val, val_starts, args.seq_len, args.batch)
+            eval_times.append(time.perf_counter() - te)
             curve.append((step, v))
-            log(f"{label:12s} step {step:5d}  train {float(loss):.4f}  val {v:.4f}  {tokens / t_train:,.0f} tok/s")
+            log(f"{label:12s} step {step:5d}  train {lv:.4f}  val {v:.4f}  "
+                f"{tokens / sum(step_times):,.0f} tok/s")
+    if truncated is not None and (not curve or curve[-1][0] != truncated - 1):
+        te = time.perf_counter()
+        curve.append((truncated - 1, evaluate(model, val, val_starts, args.seq_len, args.batch)))
+        eval_times.append(time.perf_counter() - te)
     path = next((m.last_path for m in model.modules() if isinstance(m, nt.Linear)), "fp32 (no nibble layers)")
+    t_train = sum(step_times)
     return dict(scheme=label, recipe=recipe, options=opts, final_val_loss=curve[-1][1], curve=curve,
-                tokens=tokens, tokens_per_s=tokens / t_train, train_seconds=t_train, path=path,
-                non_embedding_params=model.non_embedding_params())
+                steps_run=len(step_times), truncated=truncated is not None, tokens=tokens,
+                tokens_per_s=tokens / t_train, train_seconds=t_train, eval_seconds=sum(eval_times),
+                setup_seconds=setup_s, step_seconds=step_times, path=path,
+                non_embedding_params=model.non_embedding_params(),
+                tokens_per_param=tokens / model.non_embedding_params())
 
 
-def calibrate_steps(args, train, budget_s, n_schemes):
-    """Time a few steps of the slowest recipe (quartet) to fit every scheme into the budget."""
-    order = batch_order(len(train), args.seq_len, args.batch, 4, args.seed + 1)
-    a = argparse.Namespace(**{**vars(args), "eval_every": 10 ** 9, "warmup": 1})
-    t0 = time.perf_counter()
-    train_one("quartet-sr", a, train, train[:args.seq_len * 4], order, torch.zeros(1, dtype=torch.long),
-              lambda s: None)
-    per_step = (time.perf_counter() - t0) / 4
-    # 0.8: leave room for evaluation, start-up and the faster recipes' noise.
-    return max(10, int(0.8 * budget_s / n_schemes / per_step)), per_step
+# Expected cost order of the emulated recipes (slowest first): calibration measures these first, so a
+# calibration cut short by its time cap extrapolates the rest from slower recipes, never faster ones.
+_COST_ORDER = ("quartet-sr", "quartet", "nvfp4", "mxfp4-rtn", "fp8-delayed", "fp8-current", "bf16")
 
 
-def main():
+def calibrate_steps(args, labels, train, val, val_starts, deadline, log):
+    """Run a few steps of every recipe (the first one is warm-up), time one evaluation each, and pick the
+    step count that fits all recipes, their evaluations and set-up into the time left until `deadline`.
+    Calibration itself may use --calib-fraction of that time; recipes not reached by then take the
+    largest times measured so far."""
+    n = max(1, args.calib_steps) + 1
+    order = batch_order(len(train), args.seq_len, args.batch, n, args.seed + 1).to(DEVICE)
+    a = argparse.Namespace(**{**vars(args), "eval_every": 10 ** 9, "warmup": 1, "inject_nan_step": -1})
+    per_step, fixed, eval_s = {}, {}, {}
+    t_cal = time.perf_counter()
+    cap = t_cal + args.calib_fraction * (deadline - t_cal)
+    for label in sorted(labels, key=lambda l: _COST_ORDER.index(l) if l in _COST_ORDER else -1):
+        if per_step and time.perf_counter() > cap:
+            log(f"calibration {label:12s} not run (calibration time cap): taking the largest times measured")
+            per_step[label], eval_s[label], fixed[label] = (max(d.values()) for d in (per_step, eval_s, fixed))
+            continue
+        t0 = time.perf_counter()
+        try:
+            r = train_one(label, a, train, val, order, val_starts, lambda s: None)
+        except nt.NonFiniteError as e:  # the real run will stop on it too; time it as the slowest so far
+            log(f"calibration {label:12s} stopped: {e}")
+            continue
+        wall = time.perf_counter() - t0
+        st = sorted(r["step_seconds"][1:])
+        per_step[label] = st[len(st) // 2]
+        eval_s[label] = r["eval_seconds"]
+        fixed[label] = max(0.0, wall - r["eval_seconds"] - n * per_step[label])  # set-up + first-step warm-up
+        log(f"calibration {label:12s} {per_step[label]:.3f} s/step (first step {r['step_seconds'][0]:.2f} s), "
+            f"eval {r['eval_seconds']:.2f} s, set-up {r['setup_seconds']:.2f} s")
+        del r
+        if DEVICE.type == "cuda":
+            torch.cuda.empty_cache()
+    for label in labels:  # recipes whose calibration stopped
+        if label not in per_step and per_step:
+            per_step[label], eval_s[label], fixed[label] = (max(d.values()) for d in (per_step, eval_s, fixed))
+    if not per_step:
+        return 10, {l: 0.0 for l in labels}, {l: 0.0 for l in labels}
+    n_evals = 11 + 1  # --eval-every defaults to steps / 10: 11 evaluations, plus slack for one more
+    avail = args.budget_fill * (deadline - time.perf_counter() - sum(fixed.values()) - n_evals * sum(eval_s.values()))
+    steps = int(avail / sum(per_step.values()))
+    log(f"calibration took {time.perf_counter() - t_cal:.1f} s; one step of every recipe {sum(per_step.values()):.3f} s"
+        f", evaluations {n_evals} x {sum(eval_s.values()):.2f} s, set-up {sum(fixed.values()):.1f} s")
+    if steps < 10:
+        log(f"WARNING: only {steps} steps per recipe fit the budget; running 10 (the time limit may truncate "
+            "or skip the last recipes)")
+    return max(10, steps), per_step, eval_s
+
+
+def write_outputs(out, args, meta, results):
+    """results.json, runs.csv and val_loss.svg; rewritten after every recipe so a cut-off run keeps its
+    finished recipes."""
+    ok = [r for r in results if "final_val_loss" in r]
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(dict(meta=meta, runs=[{k: v for k, v in r.items() if k != "step_seconds"} for r in results]),
+                  f, indent=1)
+    with open(os.path.join(out, "runs.csv"), "w") as f:
+        f.write("scheme,n,d,loss,tokens_per_s,steps,corpus\n")
+        for r in ok:
+            f.write(f"{r['scheme']},{r['non_embedding_params']},{r['tokens']},{r['final_val_loss']:.6f},"
+                    f"{r['tokens_per_s']:.0f},{r['steps_run']},python-stdlib-bytes\n")
+    title = f"{args.layers}x{args.hidden} decoder, {args.steps} steps x {args.batch}x{args.seq_len} bytes"
+    with open(os.path.join(out, "val_loss.svg"), "w") as f:
+        f.write(loss_curves_svg({r["scheme"] + (" (truncated)" if r.get("truncated") else ""): r["curve"]
+                                 for r in ok}, title))
+    return ok
+
+
+def main(argv=None):
+    t_start = time.perf_counter()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--recipes", default=",".join(SCHEMES), help="comma list of: " + ", ".join(SCHEMES))
-    ap.add_argument("--max-minutes", type=float, default=None, help="total budget; sets --steps per recipe")
+    ap.add_argument("--max-minutes", type=float, default=None,
+                    help="wall-clock budget of the whole run (from start-up, calibration included); sets --steps "
+                         "per recipe and cuts a recipe short (marked truncated) rather than overrun")
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--hidden", type=int, default=640)
     ap.add_argument("--layers", type=int, default=6)
@@ -125,16 +280,28 @@ def main():
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=1.5e-3)
     ap.add_argument("--warmup", type=int, default=None, help="default: 5%% of steps")
-    ap.add_argument("--eval-every", type=int, default=None, help="default: steps / 20")
+    ap.add_argument("--eval-every", type=int, default=None, help="default: steps / 10")
     ap.add_argument("--val-batches", type=int, default=8)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--corpus", default=None, help="folder of .py files (default: Python's stdlib)")
     ap.add_argument("--backend", default="auto", help="nibble.torch backend: auto | emulated | reference")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--diverge-margin", type=float, default=1.0,
+                    help="after warm-up, a training loss this far above the first step's loss stops the run")
+    ap.add_argument("--calib-steps", type=int, default=3, help="timed steps per recipe when --max-minutes")
+    ap.add_argument("--calib-fraction", type=float, default=0.15,
+                    help="most of the --max-minutes budget calibration may use")
+    ap.add_argument("--budget-fill", type=float, default=0.9, help=argparse.SUPPRESS)
+    ap.add_argument("--inject-nan", default=None, metavar="STEP:PARAM",
+                    help="testing: set one element of parameter PARAM to NaN before step STEP")
     ap.add_argument("--out", default="out/train")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     global DEVICE
     DEVICE = torch.device(args.device)
+    args.inject_nan_step, args.inject_nan_param = -1, None
+    if args.inject_nan:
+        st, _, args.inject_nan_param = args.inject_nan.partition(":")
+        args.inject_nan_step = int(st)
     labels = [s.strip() for s in args.recipes.split(",") if s.strip()]
     bad = [s for s in labels if s not in SCHEMES]
     if bad:
@@ -147,43 +314,60 @@ def main():
         logf.write(s + "\n")
         logf.flush()
 
+    deadline = t_start + 60 * args.max_minutes if args.max_minutes else None
     train, val, desc = load_corpus(args.corpus or default_root())
+    train, val = train.to(DEVICE), val.to(DEVICE)
     log(f"corpus: {desc}")
+    log(f"device {DEVICE}" + (f" ({torch.cuda.get_device_name()})" if DEVICE.type == "cuda" else "")
+        + f", torch {torch.__version__}, model {args.layers}x{args.hidden}, batch {args.batch}x{args.seq_len}")
+    val_starts = batch_order(len(val), args.seq_len, args.batch, args.val_batches, args.seed + 2).flatten().to(DEVICE)
     if args.max_minutes:
-        args.steps, per_step = calibrate_steps(args, train, args.max_minutes * 60, len(labels))
-        log(f"budget {args.max_minutes} min: {per_step:.3f} s per quartet step -> {args.steps} steps per recipe")
+        remaining = deadline - time.perf_counter()
+        args.steps, per_step, eval_s = calibrate_steps(args, labels, train, val, val_starts, deadline, log)
+        log(f"budget {args.max_minutes} min ({remaining:.0f} s left after start-up, "
+            f"{deadline - time.perf_counter():.0f} s after calibration): {args.steps} steps per recipe")
     args.warmup = args.warmup or max(1, args.steps // 20)
-    args.eval_every = args.eval_every or max(1, args.steps // 20)
-    order = batch_order(len(train), args.seq_len, args.batch, args.steps, args.seed)
-    val_starts = batch_order(len(val), args.seq_len, args.batch, args.val_batches, args.seed + 2).flatten()
+    args.eval_every = args.eval_every or max(1, args.steps // 10)
+    order = batch_order(len(train), args.seq_len, args.batch, args.steps, args.seed).to(DEVICE)
+    meta = dict(config={k: v for k, v in vars(args).items()}, corpus=desc, device=str(DEVICE),
+                gpu=torch.cuda.get_device_name() if DEVICE.type == "cuda" else None, torch=torch.__version__,
+                float32_matmul_precision=torch.get_float32_matmul_precision())
+    if args.max_minutes:
+        meta["calibration"] = dict(seconds_per_step=per_step, eval_seconds=eval_s, steps=args.steps)
     results = []
+    write_outputs(args.out, args, meta, results)  # so a run cut off during the first recipe leaves its meta
     for label in labels:
+        if deadline is not None and time.perf_counter() > deadline:
+            log(f"{label}: SKIPPED: time budget spent")
+            results.append(dict(scheme=label, skipped="time budget spent"))
+            write_outputs(args.out, args, meta, results)
+            continue
         try:
-            results.append(train_one(label, args, train, val, order, val_starts, log))
-        except nt.NonFiniteError as e:
-            log(f"{label}: STOPPED: {e}")
+            est = eval_s[label] if args.max_minutes else 0.0
+            results.append(train_one(label, args, train, val, order, val_starts, log, deadline, est))
+        except (nt.NonFiniteError, RuntimeError) as e:
+            if not isinstance(e, nt.NonFiniteError) and "non-finite" not in str(e):
+                raise
+            msg = str(e) if str(e).startswith(label + ":") else f"{label}: {e}"
+            log(f"STOPPED: {msg}")
             results.append(dict(scheme=label, diverged=str(e)))
+        if DEVICE.type == "cuda":
+            torch.cuda.empty_cache()
+        ok = write_outputs(args.out, args, meta, results)
     ok = [r for r in results if "final_val_loss" in r]
     base = next((r["final_val_loss"] for r in ok if r["scheme"] == "bf16"), None)
-    log(f"\n{'scheme':12s} {'val loss':>9s} {'gap vs bf16':>11s} {'tok/s':>10s}  path")
+    if ok:
+        log(f"\n{ok[0]['non_embedding_params']:,} non-embedding parameters; {ok[0]['tokens']:,} training tokens "
+            f"(bytes) = {ok[0]['tokens_per_param']:.3f} tokens per parameter")
+    log(f"\n{'scheme':12s} {'val loss':>9s} {'gap vs bf16':>11s} {'tok/s':>10s} {'steps':>6s}  path")
     for r in results:
-        if "diverged" in r:
-            log(f"{r['scheme']:12s} diverged: {r['diverged']}")
+        if "final_val_loss" not in r:
+            log(f"{r['scheme']:12s} {'diverged: ' + r['diverged'] if 'diverged' in r else 'skipped'}")
             continue
         gap = f"{r['final_val_loss'] - base:+.4f}" if base is not None else "-"
-        log(f"{r['scheme']:12s} {r['final_val_loss']:9.4f} {gap:>11s} {r['tokens_per_s']:10,.0f}  {r['path']}")
-    meta = dict(config=vars(args), corpus=desc, device=str(DEVICE),
-                gpu=torch.cuda.get_device_name() if DEVICE.type == "cuda" else None, torch=torch.__version__)
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump(dict(meta=meta, runs=results), f, indent=1)
-    with open(os.path.join(args.out, "runs.csv"), "w") as f:
-        f.write("scheme,n,d,loss,tokens_per_s,steps,corpus\n")
-        for r in ok:
-            f.write(f"{r['scheme']},{r['non_embedding_params']},{r['tokens']},{r['final_val_loss']:.6f},"
-                    f"{r['tokens_per_s']:.0f},{args.steps},python-stdlib-bytes\n")
-    title = f"{args.layers}x{args.hidden} decoder, {args.steps} steps x {args.batch}x{args.seq_len} bytes"
-    with open(os.path.join(args.out, "val_loss.svg"), "w") as f:
-        f.write(loss_curves_svg({r["scheme"]: r["curve"] for r in ok}, title))
+        log(f"{r['scheme']:12s} {r['final_val_loss']:9.4f} {gap:>11s} {r['tokens_per_s']:10,.0f} "
+            f"{r['steps_run']:6d}{' (truncated)' if r['truncated'] else ''}  {r['path']}")
+    log(f"total wall time {time.perf_counter() - t_start:.0f} s")
     return 0 if len(ok) == len(results) else 1
 
 

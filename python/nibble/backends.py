@@ -7,7 +7,6 @@ Both expose the same small interface, returning tensors on the input's device:
   quartet_epilogue(g, mask)                        -> inverse rotation of (g * 16/9 masked)
 `path` names what produced the numbers ("cpu-reference" or "torch-emulated").
 """
-import numpy as np
 import torch
 
 from . import emulate
@@ -20,6 +19,11 @@ def _np(t):
     return t.detach().to("cpu", torch.float32).contiguous().numpy()
 
 
+def _from_np(a, like):
+    import numpy as np  # only the reference backend needs NumPy (the CUDA path does not)
+    return torch.from_numpy(np.array(a, copy=True)).to(like.device)
+
+
 class ReferenceBackend:
     """nibble's CPU reference through nibble._C (host copies for non-CPU tensors)."""
     path = "cpu-reference"
@@ -28,7 +32,7 @@ class ReferenceBackend:
         self.ext, self.o = ext, options
 
     def _back(self, a, like):
-        return torch.from_numpy(np.array(a, copy=True)).to(like.device)
+        return _from_np(a, like)
 
     def plain(self, x, recipe, role, seed, history=None, rht=False):
         d = self.ext.quantize(_np(x), recipe, role, seed=seed, rounding="by-recipe",

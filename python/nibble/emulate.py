@@ -94,15 +94,23 @@ def quantize_mx(x, fmt, rule="ocp", stochastic=False, generator=None):
     return q.reshape(r, c)
 
 
+_HADAMARD_CACHE = {}
+
+
 def hadamard_matrix(n, signs=None, device="cpu"):
-    """(diag(signs) H_n) / sqrt(n): rows of x times it give (x * s) H."""
-    h = torch.ones(1, 1, dtype=torch.float64)
-    while h.shape[0] < n:
-        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
-    h = h / math.sqrt(n)
+    """(diag(signs) H_n) / sqrt(n): rows of x times it give (x * s) H. The unsigned matrix is built once per
+    (n, device) and kept, so the GPU path does not copy it from the host at every call."""
+    key = (n, str(torch.device(device)))
+    h = _HADAMARD_CACHE.get(key)
+    if h is None:
+        h = torch.ones(1, 1, dtype=torch.float64)
+        while h.shape[0] < n:
+            h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
+        h = (h / math.sqrt(n)).to(torch.float32).to(device)
+        _HADAMARD_CACHE[key] = h
     if signs is not None:
-        h = signs.to(torch.float64).reshape(n, 1) * h
-    return h.to(torch.float32).to(device)
+        h = signs.to(device=h.device, dtype=torch.float32).reshape(n, 1) * h  # exact: signs are +-1
+    return h
 
 
 def rotate(x, h, inverse=False):
@@ -114,7 +122,11 @@ def rotate(x, h, inverse=False):
 
 
 def nvfp4_signs(device):
-    return torch.tensor([-1.0 if (NVFP4_RHT_SIGN_MASK >> j) & 1 else 1.0 for j in range(16)], device=device)
+    key = ("nvfp4-signs", str(torch.device(device)))
+    if key not in _HADAMARD_CACHE:
+        _HADAMARD_CACHE[key] = torch.tensor([-1.0 if (NVFP4_RHT_SIGN_MASK >> j) & 1 else 1.0 for j in range(16)],
+                                            device=device)
+    return _HADAMARD_CACHE[key]
 
 
 def quantize_nvfp4(x, block_rows, stochastic=False, generator=None, rht=False):

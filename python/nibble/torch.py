@@ -54,7 +54,7 @@ class _RecipeLinearFunction(torch.autograd.Function):
         y = xq @ wq.t()
         if bias is not None:
             y = y + bias
-        layer._require_finite(y, "forward output")
+        layer._require_finite(dict(input=x, weight=weight, bias=bias), {"forward output": y})
         return y
 
     @staticmethod
@@ -85,8 +85,7 @@ class _RecipeLinearFunction(torch.autograd.Function):
             xtq, _ = layer._quantize(be, x.t().contiguous(), "x", 0, rht=rht)
             dw = dytq @ xtq.t()
         layer.last_backward_path = p
-        layer._require_finite(dx, "input gradient")
-        layer._require_finite(dw, "weight gradient")
+        layer._require_finite({"incoming gradient": dy}, {"input gradient": dx, "weight gradient": dw}, step)
         db = dy.sum(0) if ctx.needs_input_grad[2] else None
         return dx, dw, db, None
 
@@ -160,7 +159,8 @@ class Linear(nn.Module):
             # An empty history is seeded with the tensor's own amax (the reference's one-shot rule).
             history = self.amax_history[idx, self.amax_history.shape[1] - n:] if n else None
         v, amax, path = be.plain(x, self.recipe, role, seed, history, rht)
-        if self.recipe == "fp8-delayed":
+        if self.recipe == "fp8-delayed" and (self.training or role == "dy"):
+            # Evaluation passes (module.eval()) use the history but do not add to it.
             with torch.no_grad():
                 # A non-finite amax takes its step's slot as 0 (AmaxHistory's rule).
                 rec = amax if amax == amax and abs(amax) != float("inf") else 0.0
@@ -169,10 +169,27 @@ class Linear(nn.Module):
                 self.amax_filled[idx] = min(int(self.amax_filled[idx]) + 1, self.amax_history.shape[1])
         return v, path
 
-    def _require_finite(self, t, what):
-        if self.options["check_finite"] and not bool(torch.isfinite(t).all()):
-            raise NonFiniteError(f"step {int(self.step)}: non-finite values (NaN/inf) in the {what} of layer "
-                                 f"'{self.layer_name or 'Linear'}' (recipe {self.recipe}, path {self.last_path})")
+    def _require_finite(self, sources, results, step=None):
+        """Raise NonFiniteError when any tensor of `sources` (what came in: input, weight, incoming gradient)
+        or `results` (what the layer made) holds NaN/inf. One reduction and one host sync when all is
+        finite; the names are only sorted out on failure. Inputs are checked too because some quantizers
+        hide NaN (Quartet's zeroes a non-finite group), which would leave a NaN master weight unseen."""
+        if not self.options["check_finite"]:
+            return
+        ts = [t for t in list(sources.values()) + list(results.values()) if t is not None]
+        if bool(torch.stack([torch.isfinite(t).all() for t in ts]).all()):
+            return
+        bad = lambda d: [f"{k} ({int((~torch.isfinite(v)).sum())} of {v.numel()})" for k, v in d.items()
+                         if v is not None and not bool(torch.isfinite(v).all())]
+        came, made = bad(sources), bad(results)
+        origin = {"input": "made upstream of this layer", "weight": "put there by an earlier update",
+                  "bias": "put there by an earlier update", "incoming gradient": "made by the layers after it"}
+        where = ("already non-finite on entry: " + ", ".join(f"{c}, {origin[c.split(' (')[0]]}" for c in came)
+                 if came else "its inputs were finite, so they first appeared in this layer's quantize/GEMM: "
+                 + ", ".join(made))
+        step = int(self.step) if step is None else step  # backward: the step of its forward
+        raise NonFiniteError(f"step {step}: non-finite values (NaN/inf) at layer '{self.layer_name or 'Linear'}' "
+                             f"(recipe {self.recipe}, path {self.last_path}): {where}")
 
     def forward(self, x):
         shape = x.shape
@@ -201,7 +218,7 @@ def convert(model, recipe, skip=DEFAULT_SKIP, **recipe_options):
         if not isinstance(child, nn.Linear) or any(p.search(name) for p in patterns):
             continue
         new = Linear(child.in_features, child.out_features, bias=child.bias is not None, recipe=recipe,
-                     device=child.weight.device, seed=_mix(0x6E6962626C65, idx, 3), **recipe_options)
+                     device=child.weight.device, dtype=child.weight.dtype, seed=_mix(0x6E6962626C65, idx, 3), **recipe_options)
         with torch.no_grad():
             new.weight.copy_(child.weight)
             if child.bias is not None:
