@@ -31,7 +31,7 @@ nlohmann::json to_json(const Workload& w) {
   }
   return {{"tokens", w.tokens},
           {"layers", w.layers},
-          {"model", to_json(w.model)},
+          {"model", to_json(resolved(w.model))},
           {"gemms", gemms},
           {"totals", {{"per_layer", totals_json(layer)},
                       {"once_per_model", totals_json(per_model_only)},

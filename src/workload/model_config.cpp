@@ -87,6 +87,15 @@ void validate(const ModelConfig& m) {
                      m.seq_len));
 }
 
+ModelConfig resolved(const ModelConfig& model) {
+  ModelConfig m = model;
+  m.kv_heads = model.effective_kv_heads();
+  m.head_dim = model.effective_head_dim();
+  if (model.is_moe()) m.moe_ffn = model.effective_moe_ffn();
+  if (model.shared_experts > 0) m.shared_ffn = model.effective_shared_ffn();
+  return m;
+}
+
 nlohmann::json to_json(const ModelConfig& m) {
   return nlohmann::json{
       {"name", m.name},         {"source", m.source},

@@ -201,7 +201,10 @@ TEST(DeriveGemms, OutputsListEveryGemm) {
   }
   EXPECT_EQ(j["totals"]["per_layer"]["total"], w.layer_totals().total());
   EXPECT_EQ(j["totals"]["per_model"]["total"], w.model_totals().total());
-  EXPECT_EQ(model_from_json(j["model"], "round trip"), m);
+  const ModelConfig back = model_from_json(j["model"], "round trip");
+  EXPECT_EQ(back, resolved(m));
+  EXPECT_EQ(back.moe_ffn, m.effective_moe_ffn());
+  EXPECT_EQ(to_json(derive_workload(back, {.lm_head = true, .attention = true}))["gemms"], j["gemms"]);
   const std::string csv = to_csv(w);
   EXPECT_EQ(static_cast<size_t>(std::count(csv.begin(), csv.end(), '\n')), w.gemms.size() + 1);
   const std::string table = to_table(w);

@@ -40,7 +40,14 @@ TEST(Presets, EveryPresetRoundTripsThroughJson) {
     EXPECT_EQ(model_from_json(to_json(m), "round trip"), m);
     const Workload w = derive_workload(m, {.lm_head = true, .attention = true});
     const nlohmann::json j = nlohmann::json::parse(to_json(w).dump());
-    EXPECT_EQ(model_from_json(j["model"], "round trip"), m);
+    // The JSON's model is the resolved one: no 0 = "derive it" left, and it derives the same GEMMs.
+    const ModelConfig back = model_from_json(j["model"], "round trip");
+    EXPECT_EQ(back, resolved(m));
+    EXPECT_EQ(back.head_dim, m.effective_head_dim());
+    EXPECT_EQ(back.kv_heads, m.effective_kv_heads());
+    EXPECT_GT(back.head_dim, 0);
+    EXPECT_GT(back.kv_heads, 0);
+    EXPECT_EQ(to_json(derive_workload(back, {.lm_head = true, .attention = true}))["gemms"], j["gemms"]);
     EXPECT_EQ(j["gemms"].size(), w.gemms.size());
     EXPECT_GT(w.model_totals().total(), 0);
   }

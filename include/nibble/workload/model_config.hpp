@@ -45,6 +45,11 @@ struct ModelConfig {
 // heads, tp not dividing heads / kv_heads / ffn, top_k out of range, tokens overflowing int64).
 void validate(const ModelConfig& model);
 
+// The same model with every 0 = "derive it" default written out (kv_heads, head_dim, and for MoE
+// models moe_ffn and shared_ffn): what `nibble shapes --format json` reports as `model`. Derives the
+// same GEMMs as `model`.
+ModelConfig resolved(const ModelConfig& model);
+
 // JSON with the field names above (the `model` object of `nibble shapes --format json`, and the body
 // of a preset file). from_json rejects unknown keys so a typo in a preset cannot pass silently; the
 // fields hidden, ffn, heads, layers, vocab are required. `where` names the document in errors.
