@@ -1,5 +1,6 @@
 #include "nibble/engine.hpp"
 
+#include <algorithm>
 #include <fmt/format.h>
 
 #include <map>
@@ -191,7 +192,11 @@ bench::BenchResult run_bench(const workload::Workload& workload, const EngineOpt
           result.rows.push_back(std::move(row));
         }
         const std::string note = runner ? runner->note() : "";
-        if (!note.empty()) result.notes.push_back(recipe + " " + layer.name + ": " + note);
+        const std::string line = recipe + " " + layer.name + ": " + note;
+        // One line per (recipe, layer): the runner is the same in every mode.
+        if (!note.empty() && std::find(result.notes.begin(), result.notes.end(), line) == result.notes.end()) {
+          result.notes.push_back(line);
+        }
       }
       if (high_precision_layer && recipe != "bf16") {
         result.notes.push_back(layer.name + " runs in BF16 under " + recipe + " (high-precision layer)");

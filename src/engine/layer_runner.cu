@@ -34,9 +34,12 @@ class StandardLayer final : public LayerRunner {
   }
   std::string note() const override {
     std::string out;
+    const char* roles[] = {"X", "W", "dY"};
+    int i = 0;
     for (auto* q : {x_.get(), w_.get(), dy_.get()}) {
       const std::string n = q->note();
-      if (!n.empty()) out += (out.empty() ? "" : "; ") + n;
+      if (!n.empty()) out += (out.empty() ? "" : "; ") + std::string(roles[i]) + " " + n;
+      ++i;
     }
     return out;
   }
