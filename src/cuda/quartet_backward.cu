@@ -7,11 +7,16 @@
 //    (thread = one row's 32-group) and the column-wise copy (thread = one column's 32 rows, written
 //    as a row of the transposed tensor) from the same read. Padding each smem row by 4 floats makes
 //    both access patterns conflict-free: a quarter warp reads 8 different rows (row reads) or 8
-//    consecutive words of one row (column reads).
+//    consecutive words of one row (column reads). Version 1 launches a CTA per tile; version 2
+//    (default) launches as many CTAs as fit and walks the tiles, fetching the next tile into
+//    registers before quantizing the current one (NIBBLE_QUARTET_TILE=1 selects version 1).
 // Signs: the sign vector depends only on (seed, j), so the host evaluates quant::rotation_sign once
-// and passes it as bits; multiplying by -1 is the same as negating (NaN aside, and a NaN block
-// becomes a NaN-scale block with zero codes either way). The transform itself is
+// and passes it as +-1 multipliers; multiplying by -1 is the same as negating (NaN aside, and a NaN
+// block becomes a NaN-scale block with zero codes either way). The transform itself is
 // quant::fwht_normalized, exactly as quant::rotate_block_forward runs it.
+#include <cstdlib>
+#include <string>
+
 #include "fp4_kernel_io.cuh"
 #include "quartet_fused_group_math.cuh"
 #include "nibble/format/e8m0.hpp"
@@ -83,75 +88,96 @@ __global__ void __launch_bounds__(kThreads)
   for (int g = 0; g < N / 32; ++g) quantize_store_group<kSr>(v + 32 * g, key, base + 32 * g, codes, scales);
 }
 
-// Tile loaders: fill smem[r][c] (float) for the tile at (row0, col0) with `tile_cols` valid columns.
+// Tile loaders, in two steps so a persistent CTA can fetch the next tile while it quantizes this
+// one: fetch() issues the global loads of the tile at (row0, col0) into registers (all of a thread's
+// loads in flight together), park() turns them into floats in smem[r][c] (`tile_cols` valid columns).
 template <class In>
 struct DenseTileLoader {
   const In* x;
   int64_t cols;
-  __device__ void operator()(float* smem, int64_t row0, int64_t col0, int tile_cols) const {
-    constexpr int kPer = 16 / sizeof(In);                      // elements per 16-byte chunk
-    constexpr int kChunksPerRow = kTileCols / kPer;
-    constexpr int kIters = kTileRows * kChunksPerRow / kThreads;  // chunks per thread
+  static constexpr int kPer = 16 / sizeof(In);                      // elements per 16-byte chunk
+  static constexpr int kChunksPerRow = kTileCols / kPer;
+  static constexpr int kIters = kTileRows * kChunksPerRow / kThreads;  // chunks per thread
+  struct Regs {
+    uint4 raw[kIters];
+  };
+  __device__ void fetch(Regs& g, int64_t row0, int64_t col0, int tile_cols) const {
     const int valid_chunks = tile_cols / kPer;
-    float v[kIters][kPer];
-    // All loads first, so kIters 16-byte loads are in flight per thread.
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
       const int q = threadIdx.x + i * kThreads, r = q / kChunksPerRow, ch = q % kChunksPerRow;
-      if (ch < valid_chunks) fp4::load_dense<kPer>(x + (row0 + r) * cols + col0 + ch * kPer, v[i]);
+      if (ch < valid_chunks) g.raw[i] = __ldg(reinterpret_cast<const uint4*>(x + (row0 + r) * cols + col0 + ch * kPer));
     }
+  }
+  __device__ void park(float* smem, const float*, const Regs& g, int tile_cols) const {
+    const int valid_chunks = tile_cols / kPer;
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
       const int q = threadIdx.x + i * kThreads, r = q / kChunksPerRow, ch = q % kChunksPerRow;
       if (ch >= valid_chunks) continue;
+      const uint32_t w[4] = {g.raw[i].x, g.raw[i].y, g.raw[i].z, g.raw[i].w};
+      float v[kPer];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        if constexpr (sizeof(In) == 2) {  // BF16 bits: low half is the even element
+          v[2 * j] = fmt::bits_float(w[j] << 16);
+          v[2 * j + 1] = fmt::bits_float(w[j] & 0xffff0000u);
+        } else {
+          v[j] = fmt::bits_float(w[j]);
+        }
+      }
 #pragma unroll
       for (int k = 0; k < kPer; k += 4) {
-        *reinterpret_cast<float4*>(smem + r * kSmemStride + ch * kPer + k) =
-            make_float4(v[i][k], v[i][k + 1], v[i][k + 2], v[i][k + 3]);
+        *reinterpret_cast<float4*>(smem + r * kSmemStride + ch * kPer + k) = make_float4(v[k], v[k + 1], v[k + 2], v[k + 3]);
       }
     }
   }
 };
 
 // Dequantizes an MXFP4 tile (as quant::dequantize: decode_e2m1(code) * decode_e8m0(scale)).
+// One thread per (row = lane, 32-group = warp): 16 bytes of codes and one scale byte; float4 stores
+// of a quarter warp then hit 8 different rows, i.e. 8 different bank groups. E2M1 decodes through a
+// 16-entry table in shared memory: 16 words in 16 banks, so any lane pattern is conflict-free (equal
+// addresses broadcast); one LDS instead of the generic bit decode.
 struct Mxfp4TileLoader {
   const uint8_t* codes;
   const uint8_t* scales;
   int64_t cols;
-  __device__ void operator()(float* smem, int64_t row0, int64_t col0, int tile_cols) const {
-    // One thread per (row = lane, 32-group = warp): 16 bytes of codes and one scale byte; float4
-    // stores of a quarter warp then hit 8 different rows, i.e. 8 different bank groups.
-    // E2M1 decode through a 16-entry table: 16 words in 16 banks, so any lane pattern is
-    // conflict-free (equal addresses broadcast); one LDS instead of the generic bit decode.
-    __shared__ float lut[16];
-    if (threadIdx.x < 16) lut[threadIdx.x] = fmt::decode_e2m1(static_cast<uint8_t>(threadIdx.x));
-    __syncthreads();
-    const int r = threadIdx.x % 32, g = threadIdx.x / 32;
-    if (g * 32 >= tile_cols) return;
-    const int64_t e0 = (row0 + r) * cols + col0 + g * 32;
-    const uint4 packed = __ldg(reinterpret_cast<const uint4*>(codes) + e0 / 32);
-    const float s = fmt::decode_e8m0(__ldg(scales + e0 / 32));
+  struct Regs {
+    uint4 packed;
+    uint32_t scale;
+  };
+  __device__ void fetch(Regs& g, int64_t row0, int64_t col0, int tile_cols) const {
+    const int r = threadIdx.x % 32, grp = threadIdx.x / 32;
+    if (grp * 32 >= tile_cols) return;
+    const int64_t e0 = (row0 + r) * cols + col0 + grp * 32;
+    g.packed = __ldg(reinterpret_cast<const uint4*>(codes) + e0 / 32);
+    g.scale = __ldg(scales + e0 / 32);
+  }
+  __device__ void park(float* smem, const float* lut, const Regs& g, int tile_cols) const {
+    const int r = threadIdx.x % 32, grp = threadIdx.x / 32;
+    if (grp * 32 >= tile_cols) return;
+    const float s = fmt::decode_e8m0(static_cast<uint8_t>(g.scale));
 #pragma unroll
     for (int j = 0; j < 32; j += 4) {
       float d[4];
 #pragma unroll
-      for (int k = 0; k < 4; ++k) d[k] = lut[fp4::unpack_e2m1(packed, j + k)] * s;
-      *reinterpret_cast<float4*>(smem + r * kSmemStride + g * 32 + j) = make_float4(d[0], d[1], d[2], d[3]);
+      for (int k = 0; k < 4; ++k) d[k] = lut[fp4::unpack_e2m1(g.packed, j + k)] * s;
+      *reinterpret_cast<float4*>(smem + r * kSmemStride + grp * 32 + j) = make_float4(d[0], d[1], d[2], d[3]);
     }
   }
 };
 
-template <int R, bool kSr, class Loader>
-__global__ void __launch_bounds__(kThreads)
-    backward_tile_kernel(Loader load, int64_t rows, int64_t cols, SignBits signs, quant::SrKey key,
-                         Mxfp4Planes rowwise, Mxfp4Planes colwise) {
-  __shared__ __align__(16) float smem[kTileRows * kSmemStride];
-  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kTileCols;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTileRows;
-  const int tile_cols = static_cast<int>(cols - col0 < kTileCols ? cols - col0 : kTileCols);
-  load(smem, row0, col0, tile_cols);
-  __syncthreads();
+__device__ __forceinline__ void init_e2m1_table(float* lut) {
+  if (threadIdx.x < 16) lut[threadIdx.x] = fmt::decode_e2m1(static_cast<uint8_t>(threadIdx.x));
+}
 
+// The row-wise and column-wise copies of one staged tile.
+template <int R, bool kSr>
+__device__ __forceinline__ void quantize_tile(const float* smem, int64_t row0, int64_t col0, int tile_cols,
+                                              int64_t rows, int64_t cols, const SignBits& signs,
+                                              const quant::SrKey& key, const Mxfp4Planes& rowwise,
+                                              const Mxfp4Planes& colwise) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   if (rowwise.codes != nullptr && warp * 32 < tile_cols) {
     // Row-wise: thread (row = lane, group = warp); R <= 32 so a group holds whole rotation blocks.
@@ -174,16 +200,104 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Version 1: one CTA per 32 x 256 tile.
+template <int R, bool kSr, class Loader>
+__global__ void __launch_bounds__(kThreads)
+    backward_tile_kernel(Loader load, int64_t rows, int64_t cols, SignBits signs, quant::SrKey key,
+                         Mxfp4Planes rowwise, Mxfp4Planes colwise) {
+  __shared__ __align__(16) float smem[kTileRows * kSmemStride];
+  __shared__ float lut[16];
+  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kTileCols;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTileRows;
+  const int tile_cols = static_cast<int>(cols - col0 < kTileCols ? cols - col0 : kTileCols);
+  typename Loader::Regs g;
+  load.fetch(g, row0, col0, tile_cols);
+  init_e2m1_table(lut);
+  __syncthreads();
+  load.park(smem, lut, g, tile_cols);
+  __syncthreads();
+  quantize_tile<R, kSr>(smem, row0, col0, tile_cols, rows, cols, signs, key, rowwise, colwise);
+}
+
+// Version 2: persistent CTAs walk the tiles (column tiles fastest, as version 1's grid), fetching
+// the next tile into registers before quantizing the current one, so its loads are in flight
+// during the arithmetic instead of after it.
+// Three CTAs per SM (<= 85 registers): without the bound ptxas takes 128 and only two fit.
+template <int R, bool kSr, class Loader>
+__global__ void __launch_bounds__(kThreads, 4)
+    backward_tile_persistent_kernel(Loader load, int64_t rows, int64_t cols, SignBits signs, quant::SrKey key,
+                                    Mxfp4Planes rowwise, Mxfp4Planes colwise) {
+  __shared__ __align__(16) float smem[kTileRows * kSmemStride];
+  __shared__ float lut[16];
+  const int64_t tiles_x = (cols + kTileCols - 1) / kTileCols;
+  const int64_t tiles = tiles_x * (rows / kTileRows);
+  auto origin = [&](int64_t t, int64_t& row0, int64_t& col0, int& tile_cols) {
+    col0 = (t % tiles_x) * kTileCols;
+    row0 = (t / tiles_x) * kTileRows;
+    tile_cols = static_cast<int>(cols - col0 < kTileCols ? cols - col0 : kTileCols);
+  };
+  init_e2m1_table(lut);
+  typename Loader::Regs g;
+  int64_t row0 = 0, col0 = 0;
+  int tile_cols = 0;
+  int64_t t = blockIdx.x;
+  if (t < tiles) {
+    origin(t, row0, col0, tile_cols);
+    load.fetch(g, row0, col0, tile_cols);
+  }
+  for (; t < tiles; t += gridDim.x) {
+    __syncthreads();  // the previous tile's readers are done with smem (and the table is written)
+    load.park(smem, lut, g, tile_cols);
+    __syncthreads();
+    const int64_t r0 = row0, c0 = col0;
+    const int tc = tile_cols;
+    if (t + gridDim.x < tiles) {
+      origin(t + gridDim.x, row0, col0, tile_cols);
+      load.fetch(g, row0, col0, tile_cols);
+    }
+    quantize_tile<R, kSr>(smem, r0, c0, tc, rows, cols, signs, key, rowwise, colwise);
+  }
+}
+
+// NIBBLE_QUARTET_TILE=1 selects version 1 (kept for A/B measurements); anything else version 2.
+bool use_persistent_tiles() {
+  const char* v = std::getenv("NIBBLE_QUARTET_TILE");
+  return v == nullptr || std::string(v) != "1";
+}
+
+template <class Kernel>
+unsigned persistent_grid(Kernel kernel, int64_t tiles) {
+  int device = 0, sms = 0, per_sm = 0;
+  NIBBLE_CUDA_CHECK(cudaGetDevice(&device));
+  NIBBLE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  NIBBLE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
+  const int64_t resident = static_cast<int64_t>(sms) * (per_sm > 0 ? per_sm : 1);
+  return static_cast<unsigned>(tiles < resident ? tiles : resident);
+}
+
+template <int R, bool kSr, class Loader>
+void launch_tile_variant(const Loader& load, int64_t rows, int64_t cols, const SignBits& s, const quant::SrKey& key,
+                         Mxfp4Planes rowwise, Mxfp4Planes colwise, cudaStream_t stream) {
+  if (use_persistent_tiles()) {
+    const int64_t tiles = fp4::blocks_for(cols, kTileCols) * (rows / kTileRows);
+    const unsigned grid = persistent_grid(backward_tile_persistent_kernel<R, kSr, Loader>, tiles);
+    backward_tile_persistent_kernel<R, kSr, Loader><<<grid, kThreads, 0, stream>>>(load, rows, cols, s, key, rowwise,
+                                                                                  colwise);
+  } else {
+    const dim3 grid(fp4::blocks_for(cols, kTileCols), static_cast<unsigned>(rows / kTileRows));
+    backward_tile_kernel<R, kSr, Loader><<<grid, kThreads, 0, stream>>>(load, rows, cols, s, key, rowwise, colwise);
+  }
+  NIBBLE_CHECK_LAUNCH();
+}
+
 template <int R, class Loader>
 void launch_tile(const Loader& load, int64_t rows, int64_t cols, const SignBits& s, const quant::SrKey& key,
                  Mxfp4Planes rowwise, Mxfp4Planes colwise, cudaStream_t stream) {
-  const dim3 grid(fp4::blocks_for(cols, kTileCols), static_cast<unsigned>(rows / kTileRows));
   if (key.enabled) {
-    backward_tile_kernel<R, true, Loader><<<grid, kThreads, 0, stream>>>(load, rows, cols, s, key, rowwise, colwise);
+    launch_tile_variant<R, true>(load, rows, cols, s, key, rowwise, colwise, stream);
   } else {
-    backward_tile_kernel<R, false, Loader><<<grid, kThreads, 0, stream>>>(load, rows, cols, s, key, rowwise, colwise);
+    launch_tile_variant<R, false>(load, rows, cols, s, key, rowwise, colwise, stream);
   }
-  NIBBLE_CHECK_LAUNCH();
 }
 
 template <class Loader>
@@ -255,9 +369,14 @@ const char* quartet_backward_quantize(const void* x, Fp4DenseType type, int64_t 
       dispatch_tile(DenseTileLoader<float>{static_cast<const float*>(x), cols}, rows, cols, options, rowwise, colwise,
                     stream);
     }
-    return rowwise.codes != nullptr
-               ? "cuda quartet_backward signed-hadamard+absmax, row-wise and column-wise copies from one 32x256 smem tile"
-               : "cuda quartet_backward signed-hadamard+absmax, column-wise copy from a 32x256 smem tile";
+    const bool v2 = use_persistent_tiles();
+    if (rowwise.codes != nullptr) {
+      return v2 ? "cuda quartet_backward signed-hadamard+absmax, row-wise and column-wise copies from one 32x256 smem "
+                  "tile (persistent CTAs, next tile prefetched)"
+                : "cuda quartet_backward signed-hadamard+absmax, row-wise and column-wise copies from one 32x256 smem tile";
+    }
+    return v2 ? "cuda quartet_backward signed-hadamard+absmax, column-wise copy from a 32x256 smem tile (persistent CTAs)"
+              : "cuda quartet_backward signed-hadamard+absmax, column-wise copy from a 32x256 smem tile";
   }
   if (type == Fp4DenseType::bf16) {
     dispatch_rowwise(static_cast<const uint16_t*>(x), rows, cols, options, rowwise, stream);
@@ -281,7 +400,10 @@ const char* quartet_backward_quantize_mxfp4_transposed(Mxfp4ConstPlanes q, int64
   fp4::check_multiple(fn, "cols", cols, 32, "the MXFP4 input has 1x32 groups along cols");
   fp4::check_multiple(fn, "rows", rows, kTileRows, "the column-wise copy quantizes 32-row groups");
   dispatch_tile(Mxfp4TileLoader{q.codes, q.scales, cols}, rows, cols, options, Mxfp4Planes{}, colwise, stream);
-  return "cuda quartet_backward from mxfp4 (decode, transpose, signed-hadamard+absmax) via 32x256 smem tile";
+  return use_persistent_tiles()
+             ? "cuda quartet_backward from mxfp4 (decode, transpose, signed-hadamard+absmax) via 32x256 smem tile "
+               "(persistent CTAs, next tile prefetched)"
+             : "cuda quartet_backward from mxfp4 (decode, transpose, signed-hadamard+absmax) via 32x256 smem tile";
 }
 
 }  // namespace nibble::cuda

@@ -5,6 +5,8 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <cstdio>
 #include <random>
 #include <vector>
@@ -225,6 +227,50 @@ TEST(QuartetBackward, FromMxfp4TransposedMatchesReference) {
   const auto deq_t = transpose(quant::dequantize(fwd), rows, cols);
   const auto ref = quant::quantize_quartet_backward(deq_t.data(), cols, rows, o.sign_seed, 32, true, o.rounding);
   expect_mxfp4("backward from mxfp4", ref, cc, cs, deq_t);
+}
+
+// Both tile kernels (version 1: a CTA per tile; version 2: persistent CTAs prefetching the next
+// tile, the default) on a tensor with many more tiles than resident CTAs, so version 2's loop runs
+// several tiles per CTA, including a partial last column tile (8480 = 33 x 256 + 32).
+TEST(QuartetBackward, TileVariantsMatchReferenceOnManyTiles) {
+  NIBBLE_REQUIRE_GPU();
+  std::mt19937_64 rng(std::random_device{}());
+  const int64_t rows = 1600, cols = 8480;
+  const auto x = make_input(rows, cols, rng, true);
+  const auto xf = to_float(x);
+  const auto xt = transpose(xf, rows, cols);
+  DeviceBuffer<uint16_t> dx(x.size());
+  dx.upload(x);
+  const auto fwd = quant::quantize_quartet_forward(xf.data(), rows, cols);
+  DeviceBuffer<uint8_t> qc(fwd.codes.size()), qs(fwd.scale_codes.size());
+  qc.upload(fwd.codes);
+  qs.upload(fwd.scale_codes);
+  const auto deq_t = transpose(quant::dequantize(fwd), rows, cols);
+  for (const char* variant : {"1", "2"}) {
+    SCOPED_TRACE(::testing::Message() << "NIBBLE_QUARTET_TILE=" << variant);
+    setenv("NIBBLE_QUARTET_TILE", variant, 1);
+    for (bool sr : {false, true}) {
+      SCOPED_TRACE(sr);
+      cuda::QuartetBackwardOptions o;
+      o.sign_seed = rng();
+      o.rounding = quant::SrKey{sr, rng(), quant::kStreamQuartetBackward};
+      DeviceBuffer<uint8_t> rc(x.size() / 2), rs(x.size() / 32), cc(x.size() / 2), cs(x.size() / 32);
+      const std::string path = cuda::quartet_backward_quantize(dx.p, cuda::Fp4DenseType::bf16, rows, cols, o,
+                                                               {rc.p, rs.p, nullptr}, {cc.p, cs.p, nullptr}, nullptr);
+      EXPECT_EQ(path.find("persistent") != std::string::npos, std::string(variant) == "2") << path;
+      expect_mxfp4("backward row-wise", quant::quantize_quartet_backward(xf.data(), rows, cols, o.sign_seed, 32, true,
+                                                                         o.rounding), rc, rs, xf);
+      expect_mxfp4("backward column-wise", quant::quantize_quartet_backward(xt.data(), cols, rows, o.sign_seed, 32,
+                                                                            true, o.rounding), cc, cs, xt);
+      DeviceBuffer<uint8_t> tc(x.size() / 2), ts(x.size() / 32);
+      cuda::quartet_backward_quantize_mxfp4_transposed({qc.p, qs.p, nullptr}, rows, cols, o, {tc.p, ts.p, nullptr},
+                                                       nullptr);
+      expect_mxfp4("backward from mxfp4", quant::quantize_quartet_backward(deq_t.data(), cols, rows, o.sign_seed, 32,
+                                                                           true, o.rounding), tc, ts, deq_t);
+      if (::testing::Test::HasFailure()) break;
+    }
+  }
+  unsetenv("NIBBLE_QUARTET_TILE");
 }
 
 TEST(QuartetEpilogue, MatchesReference) {
