@@ -60,7 +60,7 @@ done
 # Training keeps at least 62% of the time; the benchmarks get the rest, at most 100 s and 70 s.
 train_min=$(( (end - t0) * 62 / 100 ))
 stage step-codonfm-5b "$(min 100 $(( $(left) - train_min )))" "$PY" bench/step_bench.py --preset codonfm-5b \
-  --reps 5 --warmup 2 --bench-json docs/perf/2026-12-02-h200/bench.json --json "$OUT/step-codonfm-5b.json" ${STEP_ARGS:-}
+  --reps 5 --warmup 2 --bench-json "${BENCH_JSON:-docs/perf/2026-12-02-h200/bench.json}" --json "$OUT/step-codonfm-5b.json" ${STEP_ARGS:-}
 stage step-llama-3-8b "$(min 70 $(( $(left) - train_min )))" "$PY" bench/step_bench.py --preset llama-3-8b \
   --tokens 4096 --seq-len 4096 --reps 5 --warmup 2 ${llama_bench[@]+"${llama_bench[@]}"} --json "$OUT/step-llama-3-8b.json" ${STEP_ARGS:-}
 
