@@ -9,6 +9,7 @@ itself runs in float32 on the dequantized values (exact products; float32 accumu
 numbers equal what an exact low-precision GEMM computes, up to summation order.
 """
 import re
+import warnings
 
 import torch
 from torch import nn
@@ -19,6 +20,7 @@ RECIPES = ("bf16", "fp8-delayed", "fp8-current", "fp8-block", "mxfp8", "nvfp4", 
 _ROLE_INDEX = {"x": 0, "w": 1, "dy": 2}
 _BLOCK_ALONG_K = {"bf16": 1, "fp8-delayed": 1, "fp8-current": 1, "fp8-block": 128, "mxfp8": 32, "mxfp4": 32,
                   "nvfp4": 16, "quartet": 32}
+BACKENDS = ("auto", "reference", "emulated", "cuda")
 _DEFAULTS = dict(backward_rounding="nearest", hadamard_size=32, rotate=True, forward_quantizer="quest",
                  mx_scale_rule="ocp", margin=0, window=1024, backend="auto", check_finite=True)
 
@@ -95,8 +97,10 @@ class Linear(nn.Module):
 
     recipe_options: backward_rounding (quartet: nearest | stochastic), hadamard_size (16/32/64/128),
     rotate (bool), forward_quantizer (quest | absmax), mx_scale_rule (ocp | round-up), margin and window
-    (fp8-delayed), backend (auto | reference | emulated; auto = reference on CPU tensors, emulated on
-    others), check_finite (raise NonFiniteError naming step and layer). Buffers (in the state_dict):
+    (fp8-delayed), backend (auto | reference | emulated | cuda; auto = reference on CPU tensors; on CUDA
+    tensors cuda = nibble's own kernels and cuBLASLt for recipe quartet (nibble.quartet_cuda; auto falls
+    back to emulated with a warning when the extension lacks them), emulated for the other recipes),
+    check_finite (raise NonFiniteError naming step and layer). Buffers (in the state_dict):
     amax_history [3, window] (roles x, w, dy; newest last), amax_filled [3], step, seed.
     """
 
@@ -111,6 +115,11 @@ class Linear(nn.Module):
         self.options = {**_DEFAULTS, **recipe_options}
         if self.options["backward_rounding"] not in ("nearest", "stochastic"):
             raise ValueError("backward_rounding must be nearest or stochastic")
+        if self.options["backend"] not in BACKENDS:
+            raise ValueError(f"backend {self.options['backend']!r} is unknown; valid: {', '.join(BACKENDS)}")
+        if self.options["backend"] == "cuda" and recipe != "quartet":
+            raise ValueError(f"backend 'cuda' runs recipe quartet only; recipe {recipe} on CUDA tensors runs the "
+                             "torch emulation (backend 'auto' or 'emulated')")
         blk = max(_BLOCK_ALONG_K[recipe], self.options["hadamard_size"] if recipe == "quartet" else 1)
         for name, n in (("in_features", in_features), ("out_features", out_features)):
             if n % blk:
@@ -151,6 +160,28 @@ class Linear(nn.Module):
             from . import load_extension
             self._ext = load_extension()
         return backends.ReferenceBackend(self._ext, self.options)
+
+    def _cuda_kernels(self, x):
+        """True when this call runs nibble's CUDA kernels (nibble.quartet_cuda): recipe quartet on a CUDA
+        tensor with backend cuda, or auto when the extension has them (else auto warns and emulates)."""
+        choice = self.options["backend"]
+        if choice == "cuda" and x.device.type != "cuda":
+            raise ValueError(f"layer '{self.layer_name or 'Linear'}': backend 'cuda' needs CUDA tensors, got "
+                             f"{x.device.type}; use backend 'auto' or 'reference' for CPU tensors")
+        if self.recipe != "quartet" or x.device.type != "cuda" or choice not in ("auto", "cuda"):
+            return False
+        from . import quartet_cuda
+        reason = quartet_cuda.unavailable(self.options)
+        if reason is None:
+            return True
+        if choice == "cuda":
+            raise RuntimeError(f"layer '{self.layer_name or 'Linear'}': backend 'cuda' cannot run: {reason}")
+        self._cuda_fallback = reason  # appended to last_path
+        if not getattr(self, "_warned_emulated", False):
+            warnings.warn(f"nibble: quartet layer '{self.layer_name or 'Linear'}' on CUDA runs the torch emulation, "
+                          f"not nibble's kernels: {reason}", RuntimeWarning, stacklevel=3)
+            self._warned_emulated = True
+        return False
 
     def _quantize(self, be, x, role, idx, seed=0, rht=False):
         history = None
@@ -193,13 +224,19 @@ class Linear(nn.Module):
 
     def forward(self, x):
         shape = x.shape
-        x2 = x.reshape(-1, self.in_features).contiguous().float()
+        x2 = x.reshape(-1, self.in_features)
         if self.recipe in ("quartet", "nvfp4", "mxfp4", "mxfp8", "fp8-block") and self.training \
                 and torch.is_grad_enabled() and x2.shape[0] % _BLOCK_ALONG_K[self.recipe]:
             raise ValueError(f"layer '{self.layer_name}': {x2.shape[0]} tokens is not a multiple of "
                              f"{_BLOCK_ALONG_K[self.recipe]}, the block size of the wgrad GEMM's inner dimension")
-        y = _RecipeLinearFunction.apply(x2, self.weight.float(), None if self.bias is None else self.bias.float(),
-                                        self)
+        if self._cuda_kernels(x2):
+            from . import quartet_cuda  # keeps x's dtype (float32 / bfloat16) into the kernels
+            y = quartet_cuda.QuartetCudaFunction.apply(x2, self.weight, self.bias, self)
+        else:
+            y = _RecipeLinearFunction.apply(x2.contiguous().float(), self.weight.float(),
+                                            None if self.bias is None else self.bias.float(), self)
+            if getattr(self, "_cuda_fallback", None) and self.recipe == "quartet" and x2.device.type == "cuda":
+                self.last_path += f" (nibble CUDA kernels not used: {self._cuda_fallback})"
         if self.training:
             with torch.no_grad():
                 self.step += 1

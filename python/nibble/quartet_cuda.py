@@ -1,0 +1,270 @@
+"""Quartet on CUDA tensors through nibble's own kernels and cuBLASLt (the CUDA build of nibble._C).
+
+The GPU half of nibble.torch.Linear(recipe="quartet"); the same calls as src/engine/quartet_layer.cu:
+  fprop: X, W -> fused Hadamard + QuEST + exact E4M3 row re-encoding (one pass each; the MXFP4 planes
+         and trust masks are kept for backward); Y = FP8 GEMM with OUTER_VEC row scales
+  dgrad: dYq = backward quantizer of dY (seed_d), Wq^T = backward quantizer of the forward Wq,
+         transposed (seed_d); dX = epilogue(GEMM(dYq, Wq^T) * 16/9, Mx)
+  wgrad: dYq^T = column-wise backward quantizer of dY (seed_w), Xq^T from the forward Xq (seed_w);
+         dW = epilogue(GEMM(dYq^T, Xq^T) * 16/9, Mw)
+The seeds are nibble.torch's (fresh per layer per step), and the quantizers use the CPU reference's
+keys, so every quantized operand equals the reference backend's bit for bit; results differ from it
+only by the GEMMs' FP32 accumulation (and BF16 rounding of outputs when the inputs are BF16).
+
+Exactness (SPEC 4): an operand pair runs the row-scaled FP8 GEMM while every row's block exponents
+spread over <= 14 binades. Otherwise both are re-encoded per 1x128 group (VEC128), and when even that
+is inexact (or K % 128 != 0) both are decoded to BF16 (exact) for a BF16 GEMM. Nothing is flushed
+silently: the layer's last_path / last_backward_path say which GEMM ran and why.
+Cost of that choice: one host sync per forward and one per backward (reading the violation counters).
+Streams: everything runs on torch's current stream of the tensors' device, and the output tensors
+come from torch's caching allocator, so the extension never links libtorch.
+"""
+import contextlib
+
+import torch
+
+QUARTET_RESCALE = 16.0 / 9.0
+KERNEL_INPUT_DTYPES = (torch.float32, torch.bfloat16)  # the kernels read these directly; others go via FP32
+
+
+_ext = None
+_ext_error = None
+
+
+def extension():
+    """nibble._C, loaded once per process (None if it cannot be imported; see unavailable())."""
+    global _ext, _ext_error
+    if _ext is None and _ext_error is None:
+        from . import load_extension
+        try:
+            _ext = load_extension()
+        except ImportError as e:
+            _ext_error = str(e)
+    return _ext
+
+
+def unavailable(options):
+    """Why Linear(recipe="quartet", **options) cannot run this path here (None when it can)."""
+    ext = extension()
+    return _ext_error if ext is None else unsupported_reason(ext, options)
+
+
+def unsupported_reason(ext, options):
+    """Why this extension/options pair cannot run the CUDA path (None when it can)."""
+    if ext is None:
+        return "nibble._C is not built (configure with -DNIBBLE_PYTHON=ON, see docs/training.md)"
+    if not getattr(ext, "has_cuda", False):
+        return "nibble._C was built without CUDA (nvcc was not found when it was configured)"
+    if options["rotate"] and options["hadamard_size"] not in (16, 32):
+        return (f"hadamard_size {options['hadamard_size']}: the CUDA kernels rotate in 16- or 32-blocks "
+                "(sizes 64 and 128 run in the torch emulation)")
+    return None
+
+
+def _kernel_input(t):
+    t = t.detach()
+    if t.dtype not in KERNEL_INPUT_DTYPES:
+        t = t.float()
+    t = t.contiguous()
+    if t.data_ptr() % 16:
+        t = t.clone()  # an offset view; the kernels' vector loads need 16-byte alignment
+    return t
+
+
+def _on_device(t):
+    # CPU tensors only reach here in tests (tests/python/fake_cuda_ext.py stands in for the kernels).
+    return torch.cuda.device(t.device) if t.is_cuda else contextlib.nullcontext()
+
+
+def _stream(t):
+    return torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else 0
+
+
+def _out_dtype(dtype):
+    return torch.bfloat16 if dtype == torch.bfloat16 else torch.float32
+
+
+class Planes:
+    """One MXFP4 tensor [rows, cols] on the device: codes [rows, cols/2] (two E2M1 per byte), E8M0
+    scales [rows, cols/32] and, for forward operands, the packed trust mask [rows*cols/8]."""
+
+    def __init__(self, rows, cols, device, mask=False, tensors=None):
+        self.rows, self.cols = rows, cols
+        if tensors is not None:
+            self.codes, self.scales, self.mask = tensors
+            return
+        self.codes = torch.empty(rows, cols // 2, dtype=torch.uint8, device=device)
+        self.scales = torch.empty(rows, cols // 32, dtype=torch.uint8, device=device)
+        self.mask = torch.empty(rows * cols // 8, dtype=torch.uint8, device=device) if mask else None
+
+
+class Operand:
+    """A GEMM operand made from MXFP4 planes: its E4M3 re-encoding (per row or per 1x128 group) or its
+    exact BF16 decode, and the violation counts (rows, 1x128 groups; -1 = not counted) that decide."""
+
+    def __init__(self, planes, what, counts):
+        self.p, self.what, self.counts = planes, what, counts  # counts: int32[2] device view
+        self.e4m3 = self.set_scales = self.bf16 = None
+        self.mode = None
+        self.rows_violating = self.groups_violating = -1
+
+    def fused_forward(self, ext, x, options, stream):
+        p = self.p
+        self.e4m3 = torch.empty(p.rows, p.cols, dtype=torch.uint8, device=x.device)
+        self.set_scales = torch.empty(p.rows, dtype=torch.float32, device=x.device)
+        self.mode = "outer_vec"
+        return ext.quartet_forward_e4m3_cuda(x, self.e4m3, self.set_scales, p.codes, p.scales, p.mask,
+                                             self.counts[0:1], hadamard_size=options["hadamard_size"],
+                                             rotate=options["rotate"], forward_quantizer=options["forward_quantizer"],
+                                             stream=stream)
+
+    def reencode(self, ext, granularity, stream):
+        p = self.p
+        if self.e4m3 is None:
+            self.e4m3 = torch.empty(p.rows, p.cols, dtype=torch.uint8, device=p.codes.device)
+        self.set_scales = torch.empty(ext.reencode_scale_count(granularity, p.rows, p.cols), dtype=torch.float32,
+                                      device=p.codes.device)
+        self.mode = "outer_vec" if granularity == "row" else "vec128"
+        return ext.reencode_mxfp4_e4m3_cuda(p.codes, p.scales, self.e4m3, self.set_scales, self.counts,
+                                            granularity=granularity, stream=stream)
+
+    def decode_bf16(self, ext, stream):
+        p = self.p
+        self.bf16 = torch.empty(p.rows, p.cols, dtype=torch.bfloat16, device=p.codes.device)
+        self.mode = "none"
+        return ext.decode_mxfp4_bf16_cuda(p.codes, p.scales, self.bf16, stream=stream)
+
+    def take_counts(self, host):
+        self.rows_violating, self.groups_violating = host
+
+
+def _read_counts(counts, operands):
+    for op, host in zip(operands, counts.tolist()):  # the one host sync of the pass
+        op.take_counts(host)
+
+
+def gemm_pair(ext, a, b, out, alpha, pass_, stream):
+    """out = alpha * A * B^T on the coarsest exact path for this pair; returns a label for last_path.
+    a and b hold row re-encodings with counts read; a violating pair is re-encoded or decoded here."""
+    why = ""
+    if a.rows_violating or b.rows_violating:
+        bad = ", ".join(f"{o.rows_violating} rows of {o.what}" for o in (a, b) if o.rows_violating)
+        why = f" ({bad} spread over more than 14 binades)"
+        k = a.p.cols
+        if k % 128 == 0 and (a.groups_violating < 0 or b.groups_violating < 0):
+            # The fused forward counts rows only: count the 1x128 groups with the re-encoding itself.
+            for o in (a, b):
+                o.reencode(ext, "group128", stream)
+            counts = torch.stack([a.counts, b.counts])
+            _read_counts(counts, (a, b))
+        if k % 128 == 0 and a.groups_violating == 0 and b.groups_violating == 0:
+            for o in (a, b):
+                if o.mode != "vec128":
+                    o.reencode(ext, "group128", stream)
+            why += ": re-encoded per 1x128 group (VEC128)"
+        else:
+            for o in (a, b):
+                o.decode_bf16(ext, stream)
+            why += (": K % 128 != 0" if k % 128 else ": 1x128 groups are not exact either") + \
+                "; decoded to BF16 (exact) for a BF16 GEMM"
+    if a.mode == "none":
+        path, desc = ext.gemm_cuda(a.bf16, None, b.bf16, None, out, a_dtype="bf16", b_dtype="bf16",
+                                   a_scale_mode="none", b_scale_mode="none", alpha=alpha, pass_=pass_,
+                                   accumulation="split", operands="emulated-exact (bf16)", stream=stream)
+    else:
+        path, desc = ext.gemm_cuda(a.e4m3, a.set_scales, b.e4m3, b.set_scales, out, a_scale_mode=a.mode,
+                                   b_scale_mode=b.mode, alpha=alpha, pass_=pass_, accumulation="split",
+                                   operands="emulated-exact (fp8)", stream=stream)
+    return f"{pass_} GEMM {path} [{desc}]{why}"
+
+
+def forward(ext, x, w, options, stream):
+    """Y = Xq Wq^T for x [T, I], w [O, I] (float32 or bfloat16, contiguous, on one CUDA device).
+    Returns (y, x planes, w planes, path); y is bfloat16 when x is, else float32."""
+    (t, i), o, dev = x.shape, w.shape[0], x.device
+    xp, wp = Planes(t, i, dev, mask=True), Planes(o, i, dev, mask=True)
+    counts = torch.full((2, 2), -1, dtype=torch.int32, device=dev)
+    xo, wo = Operand(xp, "X", counts[0]), Operand(wp, "W", counts[1])
+    kernel = xo.fused_forward(ext, x, options, stream)
+    wo.fused_forward(ext, w, options, stream)
+    _read_counts(counts, (xo, wo))
+    y = torch.empty(t, o, dtype=_out_dtype(x.dtype), device=dev)
+    g = gemm_pair(ext, xo, wo, y, 1.0, "fprop", stream)
+    return y, xp, wp, f"cuda quartet forward: {kernel}; {g}"
+
+
+def backward(ext, dy, xp, wp, options, seed_d, seed_w, dx_dtype, dw_dtype, stream, need_dx=True, need_dw=True):
+    """dX [T, I] and dW [O, I] (None where not needed) from dy [T, O] and the forward planes."""
+    (t, o), i, dev = dy.shape, xp.cols, dy.device
+    kw = dict(stochastic=options["backward_rounding"] == "stochastic", hadamard_size=options["hadamard_size"],
+              rotate=options["rotate"], stream=stream)
+    pairs, kernels = [], []  # (pass, A planes, B planes, forward mask, output dtype)
+    if need_dx:
+        dyq, wtq = Planes(t, o, dev), Planes(i, o, dev)
+        kernels.append(ext.quartet_backward_cuda(dy, dyq.codes, dyq.scales, None, None, seed=seed_d, **kw))
+        ext.quartet_backward_mxfp4_transposed_cuda(wp.codes, wp.scales, wtq.codes, wtq.scales, seed=seed_d, **kw)
+        pairs.append(("dgrad", (dyq, "dY"), (wtq, "Wq^T"), xp.mask, dx_dtype))
+    if need_dw:
+        dytq, xtq = Planes(o, t, dev), Planes(i, t, dev)
+        kernels.append(ext.quartet_backward_cuda(dy, None, None, dytq.codes, dytq.scales, seed=seed_w, **kw))
+        ext.quartet_backward_mxfp4_transposed_cuda(xp.codes, xp.scales, xtq.codes, xtq.scales, seed=seed_w, **kw)
+        pairs.append(("wgrad", (dytq, "dY^T"), (xtq, "Xq^T"), wp.mask, dw_dtype))
+    counts = torch.full((2 * len(pairs), 2), -1, dtype=torch.int32, device=dev)
+    ops = [Operand(p, what, counts[j]) for j, (p, what) in enumerate(x for pr in pairs for x in pr[1:3])]
+    for op in ops:
+        op.reencode(ext, "row", stream)  # also counts the 1x128 groups when cols % 128 == 0
+    _read_counts(counts, ops)
+    epi = dict(scale=1.0, hadamard_size=options["hadamard_size"], rotate=options["rotate"], stream=stream)
+    grads, paths = [], []
+    for j, (pass_, _, _, mask, dtype) in enumerate(pairs):
+        a, b = ops[2 * j], ops[2 * j + 1]
+        g = torch.empty(a.p.rows, b.p.rows, dtype=_out_dtype(dtype), device=dev)
+        paths.append(gemm_pair(ext, a, b, g, QUARTET_RESCALE, pass_, stream))
+        out = torch.empty_like(g)
+        ext.quartet_epilogue_cuda(g, mask, out, **epi)  # 16/9 is folded into the GEMM's alpha
+        grads.append(out)
+    dx = grads.pop(0) if need_dx else None
+    dw = grads.pop(0) if need_dw else None
+    return dx, dw, "cuda quartet backward: " + "; ".join(kernels + paths)
+
+
+class QuartetCudaFunction(torch.autograd.Function):
+    """y = x W^T (+ b) with Quartet's three GEMMs on nibble's CUDA kernels. x: [T, I] on a CUDA device;
+    dX comes back in x's dtype, dW in the weight's, dB in the bias's."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, layer):
+        ext = extension()
+        with _on_device(x):
+            y, xp, wp, path = forward(ext, _kernel_input(x), _kernel_input(weight), layer.options, _stream(x))
+        ctx.save_for_backward(xp.codes, xp.scales, xp.mask, wp.codes, wp.scales, wp.mask)
+        ctx.layer, ctx.step, ctx.shapes = layer, int(layer.step), (x.shape[0], x.shape[1], weight.shape[0])
+        ctx.dtypes = (x.dtype, weight.dtype, None if bias is None else bias.dtype)
+        layer.last_path = path
+        if bias is not None:
+            y = y + bias.to(y.dtype)
+        layer._require_finite(dict(input=x, weight=weight, bias=bias), {"forward output": y})
+        return y.to(x.dtype) if x.dtype not in KERNEL_INPUT_DTYPES else y
+
+    @staticmethod
+    def backward(ctx, dy):
+        from .torch import _mix
+        layer, step = ctx.layer, ctx.step
+        (t, i, o), (x_dtype, w_dtype, b_dtype) = ctx.shapes, ctx.dtypes
+        xc, xs, xm, wc, ws, wm = ctx.saved_tensors
+        xp, wp = Planes(t, i, None, tensors=(xc, xs, xm)), Planes(o, i, None, tensors=(wc, ws, wm))
+        seed_d, seed_w = _mix(layer.seed, step, 1), _mix(layer.seed, step, 2)
+        need_dx, need_dw = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        dyk = _kernel_input(dy)
+        dx = dw = None
+        if need_dx or need_dw:
+            with _on_device(dy):
+                dx, dw, path = backward(extension(), dyk, xp, wp, layer.options, seed_d, seed_w, x_dtype, w_dtype,
+                                        _stream(dy), need_dx, need_dw)
+            layer.last_backward_path = path
+        dx = None if dx is None else dx.to(x_dtype)
+        dw = None if dw is None else dw.to(w_dtype)
+        results = {k: v for k, v in (("input gradient", dx), ("weight gradient", dw)) if v is not None}
+        layer._require_finite({"incoming gradient": dy}, results, step)
+        db = dy.sum(0).to(b_dtype) if ctx.needs_input_grad[2] else None
+        return dx, dw, db, None
