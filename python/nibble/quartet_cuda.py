@@ -168,14 +168,31 @@ def gemm_pair(ext, a, b, out, alpha, pass_, stream):
             why += (": K % 128 != 0" if k % 128 else ": 1x128 groups are not exact either") + \
                 "; decoded to BF16 (exact) for a BF16 GEMM"
     if a.mode == "none":
-        path, desc = ext.gemm_cuda(a.bf16, None, b.bf16, None, out, a_dtype="bf16", b_dtype="bf16",
-                                   a_scale_mode="none", b_scale_mode="none", alpha=alpha, pass_=pass_,
-                                   accumulation="split", operands="emulated-exact (bf16)", stream=stream)
+        args = (a.bf16, None, b.bf16, None)
+        kw = dict(a_dtype="bf16", b_dtype="bf16", a_scale_mode="none", b_scale_mode="none",
+                  operands="emulated-exact (bf16)")
     else:
-        path, desc = ext.gemm_cuda(a.e4m3, a.set_scales, b.e4m3, b.set_scales, out, a_scale_mode=a.mode,
-                                   b_scale_mode=b.mode, alpha=alpha, pass_=pass_, accumulation="split",
-                                   operands="emulated-exact (fp8)", stream=stream)
+        args = (a.e4m3, a.set_scales, b.e4m3, b.set_scales)
+        kw = dict(a_scale_mode=a.mode, b_scale_mode=b.mode, operands="emulated-exact (fp8)")
+    kw.update(alpha=alpha, pass_=pass_, accumulation="split", stream=stream)
+    if out.dtype == torch.float32 and a.mode not in _NO_FP32_OUTPUT:
+        try:
+            path, desc = ext.gemm_cuda(*args, out, **kw)
+            return f"{pass_} GEMM {path} [{desc}]{why}"
+        except RuntimeError as e:
+            if "has no" not in str(e):
+                raise
+            _NO_FP32_OUTPUT.add(a.mode)  # no FP32-output algorithm for this scale mode: BF16 from now on
+    if out.dtype == torch.float32:
+        tmp = torch.empty(out.shape, dtype=torch.bfloat16, device=out.device)
+        path, desc = ext.gemm_cuda(*args, tmp, **kw)
+        out.copy_(tmp)
+        return f"{pass_} GEMM {path} [{desc}; cuBLASLt has no FP32 output here: BF16 output]{why}"
+    path, desc = ext.gemm_cuda(*args, out, **kw)
     return f"{pass_} GEMM {path} [{desc}]{why}"
+
+
+_NO_FP32_OUTPUT = set()  # scale modes for which cuBLASLt found no FP32-output algorithm (per process)
 
 
 def forward(ext, x, w, options, stream):

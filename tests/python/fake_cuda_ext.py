@@ -48,6 +48,7 @@ class FakeCudaExt:
         self.ref = ext  # the real extension (its CPU reference)
         self.values = {}  # data_ptr of a codes / e4m3 / bf16 tensor -> float32 values it stands for
         self.calls = []
+        self.refuse_fp32_output = False  # act like a cuBLASLt without FP32-output FP8 algorithms
 
     def _put(self, t, v):
         self.values[t.data_ptr()] = v
@@ -133,6 +134,8 @@ class FakeCudaExt:
                   operands="emulated-exact (fp8)", stream=0):
         self.calls.append(f"gemm {pass_} {a_scale_mode}x{b_scale_mode}")
         assert a_scale_mode == b_scale_mode, "cuBLASLt needs matching scale modes"
+        if self.refuse_fp32_output and out.dtype == torch.float32 and a_dtype != "bf16":
+            raise RuntimeError("gemm: cuBLASLt (version 0) has no algorithm for this problem (fake)")
         if a_dtype == "bf16":
             va, vb = a.float(), b.float()
         else:
