@@ -173,13 +173,14 @@ int main(int argc, char** argv) {
       return cuda::quartet_backward_quantize_mxfp4_transposed({codes, scales, nullptr}, s.rows, s.cols, bo,
                                                               {codes2, scales2, nullptr}, nullptr);
     });
-    // The same two tile kernels at version 1 (a CTA per tile), for the A/B against the default.
-    setenv("NIBBLE_QUARTET_TILE", "1", 1);
-    run("quartet bwd row+col rn (v1: CTA per tile)", 2 * nb + 2 * mxfp4_out, [&](int i) {
+    // The same two tile kernels at version 2 (persistent CTAs, next tile prefetched), the A/B
+    // against the default version 1 (a CTA per tile).
+    setenv("NIBBLE_QUARTET_TILE", "2", 1);
+    run("quartet bwd row+col rn (v2: persistent CTAs)", 2 * nb + 2 * mxfp4_out, [&](int i) {
       return cuda::quartet_backward_quantize(x[i % kBuffers], cuda::Fp4DenseType::bf16, s.rows, s.cols, bo,
                                              {codes, scales, nullptr}, {codes2, scales2, nullptr}, nullptr);
     });
-    run("quartet bwd from mxfp4 (transposed) (v1: CTA per tile)", mxfp4_out * 2, [&](int) {
+    run("quartet bwd from mxfp4 (transposed) (v2: persistent CTAs)", mxfp4_out * 2, [&](int) {
       return cuda::quartet_backward_quantize_mxfp4_transposed({codes, scales, nullptr}, s.rows, s.cols, bo,
                                                               {codes2, scales2, nullptr}, nullptr);
     });

@@ -24,7 +24,9 @@ for bin in "$build"/tests/cuda/test_*; do
     args=(--tool "$tool" --error-exitcode 99)
     filter=()
     case "$tool" in
-      memcheck) args+=(--leak-check full) ;;
+      # The out-of-memory test asks cudaMalloc for more than the GPU has on purpose; memcheck reports
+      # that API error, so it is left out here (it runs in the plain GPU test run).
+      memcheck) args+=(--leak-check full); filter=(--gtest_filter="-*OutOfMemory*") ;;
       initcheck) ;;
       racecheck|synccheck) filter=(--gtest_filter="$slow_filter") ;;
     esac
@@ -34,7 +36,14 @@ for bin in "$build"/tests/cuda/test_*; do
     rc=$?
     secs=$(( $(date +%s) - start ))
     summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -1)
-    if [ $rc -eq 0 ]; then echo "$tool $name: ok (${secs}s) $summary"; else echo "$tool $name: FAILED rc=$rc (${secs}s) $summary; see $log"; status=1; fi
+    if [ $rc -eq 0 ]; then
+      echo "$tool $name: ok (${secs}s) $summary"
+    elif grep -q "terminated before first instrumented API call" "$log"; then
+      # No CUDA work ran under this tool's filter (CPU-only tests, or no test matched): nothing to check.
+      echo "$tool $name: n/a (no CUDA call under this filter) (${secs}s)"
+    else
+      echo "$tool $name: FAILED rc=$rc (${secs}s) $summary; see $log"; status=1
+    fi
   done
 done
 exit $status

@@ -7,9 +7,9 @@
 //    (thread = one row's 32-group) and the column-wise copy (thread = one column's 32 rows, written
 //    as a row of the transposed tensor) from the same read. Padding each smem row by 4 floats makes
 //    both access patterns conflict-free: a quarter warp reads 8 different rows (row reads) or 8
-//    consecutive words of one row (column reads). Version 1 launches a CTA per tile; version 2
-//    (default) launches as many CTAs as fit and walks the tiles, fetching the next tile into
-//    registers before quantizing the current one (NIBBLE_QUARTET_TILE=1 selects version 1).
+//    consecutive words of one row (column reads). Version 1 (default) launches a CTA per tile;
+//    version 2 launches as many CTAs as fit and walks the tiles, fetching the next tile into
+//    registers before quantizing the current one (NIBBLE_QUARTET_TILE=2; slower on the H200).
 // Signs: the sign vector depends only on (seed, j), so the host evaluates quant::rotation_sign once
 // and passes it as +-1 multipliers; multiplying by -1 is the same as negating (NaN aside, and a NaN
 // block becomes a NaN-scale block with zero codes either way). The transform itself is
@@ -259,10 +259,12 @@ __global__ void __launch_bounds__(kThreads, 4)
   }
 }
 
-// NIBBLE_QUARTET_TILE=1 selects version 1 (kept for A/B measurements); anything else version 2.
+// NIBBLE_QUARTET_TILE=2 selects version 2, kept for A/B measurements: on the H200 it was slower
+// than version 1 (15872x4096 row+col 0.214 vs 0.171 ms, 15872x16384 1.08 vs 0.66 ms;
+// docs/perf/2026-12-03-h200.md), so version 1 is the default.
 bool use_persistent_tiles() {
   const char* v = std::getenv("NIBBLE_QUARTET_TILE");
-  return v == nullptr || std::string(v) != "1";
+  return v != nullptr && std::string(v) == "2";
 }
 
 template <class Kernel>

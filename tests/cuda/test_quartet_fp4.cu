@@ -229,8 +229,8 @@ TEST(QuartetBackward, FromMxfp4TransposedMatchesReference) {
   expect_mxfp4("backward from mxfp4", ref, cc, cs, deq_t);
 }
 
-// Both tile kernels (version 1: a CTA per tile; version 2: persistent CTAs prefetching the next
-// tile, the default) on a tensor with many more tiles than resident CTAs, so version 2's loop runs
+// Both tile kernels (version 1: a CTA per tile, the default; version 2: persistent CTAs prefetching
+// the next tile) on a tensor with many more tiles than resident CTAs, so version 2's loop runs
 // several tiles per CTA, including a partial last column tile (8480 = 33 x 256 + 32).
 TEST(QuartetBackward, TileVariantsMatchReferenceOnManyTiles) {
   NIBBLE_REQUIRE_GPU();
