@@ -21,6 +21,7 @@ _ROLE_INDEX = {"x": 0, "w": 1, "dy": 2}
 _BLOCK_ALONG_K = {"bf16": 1, "fp8-delayed": 1, "fp8-current": 1, "fp8-block": 128, "mxfp8": 32, "mxfp4": 32,
                   "nvfp4": 16, "quartet": 32}
 BACKENDS = ("auto", "reference", "emulated", "cuda")
+_WARNED_CUDA_FALLBACK = set()
 _DEFAULTS = dict(backward_rounding="nearest", hadamard_size=32, rotate=True, forward_quantizer="quest",
                  mx_scale_rule="ocp", margin=0, window=1024, backend="auto", check_finite=True)
 
@@ -177,10 +178,10 @@ class Linear(nn.Module):
         if choice == "cuda":
             raise RuntimeError(f"layer '{self.layer_name or 'Linear'}': backend 'cuda' cannot run: {reason}")
         self._cuda_fallback = reason  # appended to last_path
-        if not getattr(self, "_warned_emulated", False):
-            warnings.warn(f"nibble: quartet layer '{self.layer_name or 'Linear'}' on CUDA runs the torch emulation, "
-                          f"not nibble's kernels: {reason}", RuntimeWarning, stacklevel=3)
-            self._warned_emulated = True
+        if reason not in _WARNED_CUDA_FALLBACK:  # once per process and reason, not once per layer
+            _WARNED_CUDA_FALLBACK.add(reason)
+            warnings.warn(f"nibble: quartet layers on CUDA tensors run the torch emulation, not nibble's kernels "
+                          f"(first: layer '{self.layer_name or 'Linear'}'): {reason}", RuntimeWarning, stacklevel=3)
         return False
 
     def _quantize(self, be, x, role, idx, seed=0, rht=False):

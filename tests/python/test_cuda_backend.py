@@ -311,6 +311,7 @@ def test_gpu_auto_picks_cuda_for_quartet_only(rng, cuda_ext):
     m = nt.Linear(128, 64, recipe="mxfp4", device="cuda")
     m(x)
     assert m.last_path.startswith("torch-emulated")
+    nt._WARNED_CUDA_FALLBACK.clear()
     with pytest.warns(RuntimeWarning, match="hadamard_size 64"):
         h = nt.Linear(128, 64, recipe="quartet", device="cuda", hadamard_size=64)
         h(x)
