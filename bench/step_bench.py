@@ -6,9 +6,10 @@
 The block: RMSNorm, fused QKV, torch scaled_dot_product_attention (causal), output projection, RMSNorm,
 MLP (gated SwiGLU or plain GELU), with the four linear layers swapped by nibble.torch.convert. Timing:
 CUDA events around forward + backward, warm-up first, median of --reps. Norms, attention and
-activations run in BF16 for every recipe. The recipe layers run nibble.torch's torch-emulated path on
-CUDA tensors (quantize -> dequantize -> FP32 GEMM) until the device kernels are bound, so their step
-times measure that emulation, not nibble's fused kernels: the JSON says so in "path". What is measured
+activations run in BF16 for every recipe. The recipe layers run nibble.torch's backend (--backend auto:
+quartet on nibble's CUDA kernels and cuBLASLt FP8 GEMMs when nibble._C was built with them, every other
+recipe on the torch emulation, quantize -> dequantize -> FP32 GEMM); each row's "path" says which ran,
+and an emulated row's step time measures the emulation, not nibble's kernels. What is measured
 for the question "does the GEMM speedup survive a step": the bf16 step, its 12 linear GEMMs alone (so
 the fraction of the step outside the GEMMs), and, with --bench-json, the step speedup that nibble
 bench's GEMM-only speedup projects to (Amdahl: 1 / (1 - f + f / g)).
@@ -172,6 +173,9 @@ def main():
     ap.add_argument("--bench-json", help="`nibble bench --json` output for the same model: GEMM-only speedups")
     ap.add_argument("--bench-mode", default="step", choices=("step", "pre-quantized"),
                     help="which `nibble bench` speedups to project with (step: quantization included)")
+    ap.add_argument("--backend", default="auto", choices=("auto", "emulated", "cuda"),
+                    help="nibble.torch backend: auto = nibble's CUDA kernels where they exist (quartet), else the "
+                         "torch emulation; each row's path says which ran")
     ap.add_argument("--json", help="write results here")
     ap.add_argument("--device", default="cuda", help="cuda; cpu only smoke-tests the script (no timing worth reading)")
     a = ap.parse_args()
@@ -214,8 +218,8 @@ def main():
         if recipe == "bf16":
             path = "native bf16 (torch)"  # the real baseline: native BF16 GEMMs, not an emulation
         else:
-            nt.convert(block, recipe, check_finite=False, backend="emulated")
-            path = "torch-emulated (quantize-dequantize + FP32 GEMM)"
+            nt.convert(block, recipe, check_finite=False, backend=a.backend)
+            path = None  # read from the layers after the timed runs: which backend really ran
         try:
             med, lo, hi = time_block(block, x, a.reps, a.warmup)
         except torch.cuda.OutOfMemoryError if hasattr(torch.cuda, "OutOfMemoryError") else MemoryError:
@@ -223,6 +227,9 @@ def main():
             del block
             torch.cuda.empty_cache()
             continue
+        if path is None:
+            paths = sorted({str(getattr(m, "last_path", "")) for m in block.modules() if hasattr(m, "last_path")})
+            path = "; ".join(p for p in paths if p) or "unknown"
         del block
         torch.cuda.empty_cache()
         row = dict(recipe=recipe, median_ms=med, min_ms=lo, max_ms=hi, path=path,
@@ -239,7 +246,8 @@ def main():
             if bench and bench["bf16_layer_ms"]:
                 line += f"\n{'':12s} ({bench['file']} bf16 layer_ms {bench['bf16_layer_ms']:.2f} for the same GEMMs)"
         else:
-            row["emulated_step_vs_bf16"] = base / med if base else None
+            key = "emulated_step_vs_bf16" if ("torch-emulated" in path or "cpu-reference" in path) else "step_speedup_vs_bf16"
+            row[key] = base / med if base else None
             if base and row["gemm_speedup"]:
                 # GEMMs are fraction f of the bf16 step; if they alone speed up by g: s = 1 / (1 - f + f / g).
                 f, g = g_med / base, row["gemm_speedup"]
