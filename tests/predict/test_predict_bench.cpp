@@ -1,5 +1,6 @@
 // The predicted benchmark end to end: labels, SPEC section 8 reference, calibration refit.
 #include "nibble/bench/aggregate.hpp"
+#include "nibble/bench/result.hpp"
 #include "nibble/predict.hpp"
 #include "nibble/workload/model_sources.hpp"
 
@@ -24,8 +25,31 @@ TEST(PredictBench, H200MatchesSpecReferenceWithinTenPercent) {
   const double fp8 = bench::find_summary(s, "fp8-current", Mode::pre_quantized)->layer_ms;
   const double block = bench::find_summary(s, "fp8-block", Mode::pre_quantized)->layer_ms;
   EXPECT_NEAR(bf16 / 28.3, 1.0, 0.10) << bf16;
-  EXPECT_NEAR(fp8 / 15.9, 1.0, 0.10) << fp8;
+  // SPEC 8 gives per-tensor FP8 as 15.9 ms with split and 14.8 ms with fast accumulation (torch._scaled_mm);
+  // fp8-current uses Transformer Engine's default (fast fprop, split dgrad/wgrad): within 10% of that range.
+  EXPECT_GE(fp8, 14.8 * 0.9) << fp8;
+  EXPECT_LE(fp8, 15.9 * 1.1) << fp8;
   EXPECT_NEAR(block / 17.3, 1.0, 0.10) << block;
+}
+
+// Issue 6: predicted versus measured per-layer time on the H200 within 10% for every recipe and mode,
+// against the nibble bench run the default calibration is fitted on (data/calibration/).
+TEST(PredictBench, H200WithinTenPercentOfOurMeasurementEveryRecipe) {
+  const auto measured = bench::read_result_file(
+      (workload::data_dir() / "calibration" / "h200-nibble-bench-2026-12-03.json").string());
+  ASSERT_FALSE(measured.predicted);
+  const auto w = codonfm();
+  const auto r = predict_bench(w, known_recipes(), {Mode::pre_quantized, Mode::step}, "H200 SXM");
+  const auto predicted = bench::summarize(r);
+  int compared = 0;
+  for (const auto& m : bench::summarize(measured)) {
+    const auto* p = bench::find_summary(predicted, m.recipe, m.mode);
+    ASSERT_NE(p, nullptr) << m.recipe;
+    EXPECT_NEAR(p->layer_ms / m.layer_ms, 1.0, 0.10) << m.recipe << " " << bench::to_string(m.mode) << ": predicted "
+                                                     << p->layer_ms << " ms, measured " << m.layer_ms << " ms";
+    ++compared;
+  }
+  EXPECT_EQ(compared, 16);
 }
 
 TEST(PredictBench, EveryRowIsLabelledPredicted) {
