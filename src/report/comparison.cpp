@@ -13,6 +13,11 @@ namespace {
 std::string label(const bench::BenchResult& r) {
   return r.predicted ? r.gpu.name + " (PREDICTED)" : r.gpu.name;
 }
+// The model's name when `model` is the usual object, else the whole value (a file may hold anything
+// there; json::value() throws on non-objects: found by fuzz_bench_result).
+nlohmann::json model_identity(const nlohmann::json& m) {
+  return m.is_object() ? m.value("model", nlohmann::json()) : m;
+}
 }  // namespace
 
 std::string render_comparison(const bench::BenchResult& a, const bench::BenchResult& b) {
@@ -23,7 +28,7 @@ std::string render_comparison(const bench::BenchResult& a, const bench::BenchRes
                                 b.command_line);
   if (a.predicted || b.predicted)
     out += "!!! at least one side is PREDICTED (no measurement): compare with care\n";
-  if (a.model.value("model", nlohmann::json()) != b.model.value("model", nlohmann::json()) ||
+  if (model_identity(a.model) != model_identity(b.model) ||
       a.tokens != b.tokens)
     out += "note: the two results are for different models or batches; B/A mixes hardware and shape\n";
   out += fmt::format("\n{:<13}{:<14}{:>12}{:>12}{:>9}{:>11}{:>11}  {}\n", "recipe", "mode", "A layer ms",

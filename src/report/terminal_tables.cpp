@@ -30,13 +30,18 @@ std::string model_line(const BenchResult& r) {
   const auto& m = r.model;
   if (m.contains("model") && m["model"].is_object()) {
     const auto& c = m["model"];
+    // A result file may hold anything here: read each field only when it has the expected type
+    // (json::value() throws type_error otherwise).
     auto num = [&](const char* k) { return c.contains(k) ? c[k].dump() : std::string("?"); };
-    name = fmt::format("{}: hidden {}, ffn {}, heads {}, kv_heads {}, layers {}, vocab {}",
-                       c.value("name", std::string("model")), num("hidden"), num("ffn"),
-                       num("heads"), num("kv_heads"), num("layers"), num("vocab"));
-    if (c.value("gated", false)) name += ", gated MLP";
-    if (c.value("experts", 0) > 0) name += fmt::format(", {} experts top-{}", num("experts"), num("top_k"));
-    if (c.value("tp", 1) > 1) name += fmt::format(", tp {}", num("tp"));
+    auto integer = [&](const char* k, int64_t fallback) {
+      return c.contains(k) && c[k].is_number_integer() ? c[k].get<int64_t>() : fallback;
+    };
+    const std::string model_name = c.contains("name") && c["name"].is_string() ? c["name"].get<std::string>() : "model";
+    name = fmt::format("{}: hidden {}, ffn {}, heads {}, kv_heads {}, layers {}, vocab {}", model_name, num("hidden"),
+                       num("ffn"), num("heads"), num("kv_heads"), num("layers"), num("vocab"));
+    if (c.contains("gated") && c["gated"].is_boolean() && c["gated"].get<bool>()) name += ", gated MLP";
+    if (integer("experts", 0) > 0) name += fmt::format(", {} experts top-{}", num("experts"), num("top_k"));
+    if (integer("tp", 1) > 1) name += fmt::format(", tp {}", num("tp"));
   } else if (m.contains("name")) {
     name = m["name"].is_string() ? m["name"].get<std::string>() : m["name"].dump();
   }
