@@ -34,7 +34,10 @@ double best_compute_seconds(double m, double k, double n, const Execution& exec,
         const double kk = std::ceil(k / split);
         const double waves = std::ceil(tiles * split / gpu.sm_count);
         const double tile_rate = per_sm_flops * std::pow(tm * tn / max_area, kTileAreaExponent) * kk / (kk + kPipelineK);
-        best = std::min(best, waves * 2 * tm * tn * kk / tile_rate);
+        // Split-K writes fp32 partial outputs and reads them back to reduce: a cost that grows
+        // with the split, so doubling K is never free.
+        const double reduce = split > 1 ? 2.0 * split * m * n * 4.0 / (gpu.copy_bandwidth_gbs() * 1e9) : 0.0;
+        best = std::min(best, waves * 2 * tm * tn * kk / tile_rate + reduce);
       }
     }
   }
