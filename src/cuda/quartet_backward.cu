@@ -14,11 +14,13 @@
 // and passes it as +-1 multipliers; multiplying by -1 is the same as negating (NaN aside, and a NaN
 // block becomes a NaN-scale block with zero codes either way). The transform itself is
 // quant::fwht_normalized, exactly as quant::rotate_block_forward runs it.
+#include <array>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 
-#include "fp4_kernel_io.cuh"
-#include "quartet_fused_group_math.cuh"
+#include "quartet_backward_parts.cuh"
+#include "quartet_backward_tile64.cuh"
 #include "nibble/format/e8m0.hpp"
 #include "nibble/quant/element_codecs.hpp"
 #include "nibble/quant/hadamard.hpp"
@@ -31,46 +33,10 @@ constexpr int kTileRows = 32;
 constexpr int kTileCols = 256;
 constexpr int kSmemStride = kTileCols + 4;  // floats per smem row (padding: conflict-free columns)
 
-// The random signs as +-1.0f multipliers, passed by value: the kernel parameter lives in the
-// constant bank, so each sign is an FMUL with a constant operand (no per-element bit tests).
-// Multiplying by -1 is exact negation (NaN aside: a NaN block becomes a NaN-scale block either way).
-struct SignBits {
-  float m[128];
-};
-
-SignBits host_sign_bits(const QuartetBackwardOptions& o) {
-  SignBits s;
-  for (float& m : s.m) m = 1.0f;
-  if (!o.rotate) return s;
-  const quant::Rotation rot{o.hadamard_size, quant::SignKind::seeded, o.sign_seed};
-  for (int j = 0; j < o.hadamard_size; ++j) s.m[j] = quant::rotation_sign(rot, j);
-  return s;
-}
-
-// (x * s) H for each rotation block of R values in v[0..N).
-template <int R, int N>
-__device__ __forceinline__ void rotate_signed(float* v, const SignBits& s) {
-  if constexpr (R > 0) {
-#pragma unroll
-    for (int b = 0; b < N / R; ++b) {
-#pragma unroll
-      for (int j = 0; j < R; ++j) v[b * R + j] *= s.m[j];
-      quant::fwht_normalized(v + b * R, R);
-    }
-  }
-}
-
-// Quantizes 32 values (already rotated) of output element index `index0` (a multiple of 32) and
-// writes the packed codes and the scale of group index0 / 32. kSr is a template parameter so the
-// nearest-even kernels carry no generator code and no registers for it.
-template <bool kSr>
-__device__ __forceinline__ void quantize_store_group(const float* v, const quant::SrKey& key, int64_t index0,
-                                                     uint8_t* __restrict__ codes, uint8_t* __restrict__ scales) {
-  uint4 packed;
-  const uint8_t s = fp4::backward_group_packed<kSr>(v, key, static_cast<uint64_t>(index0), packed);
-  reinterpret_cast<uint4*>(codes)[index0 / 32] = packed;
-  scales[index0 / 32] = s;
-}
+using bwd::host_sign_bits;
+using bwd::quantize_store_group;
+using bwd::rotate_signed;
+using bwd::SignBits;
 
 template <int R, bool kSr, class In>
 __global__ void __launch_bounds__(kThreads)
@@ -115,17 +81,8 @@ struct DenseTileLoader {
     for (int i = 0; i < kIters; ++i) {
       const int q = threadIdx.x + i * kThreads, r = q / kChunksPerRow, ch = q % kChunksPerRow;
       if (ch >= valid_chunks) continue;
-      const uint32_t w[4] = {g.raw[i].x, g.raw[i].y, g.raw[i].z, g.raw[i].w};
       float v[kPer];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        if constexpr (sizeof(In) == 2) {  // BF16 bits: low half is the even element
-          v[2 * j] = fmt::bits_float(w[j] << 16);
-          v[2 * j + 1] = fmt::bits_float(w[j] & 0xffff0000u);
-        } else {
-          v[j] = fmt::bits_float(w[j]);
-        }
-      }
+      bwd::unpack_chunk<In>(g.raw[i], v);
 #pragma unroll
       for (int k = 0; k < kPer; k += 4) {
         *reinterpret_cast<float4*>(smem + r * kSmemStride + ch * kPer + k) = make_float4(v[k], v[k + 1], v[k + 2], v[k + 3]);
@@ -168,9 +125,7 @@ struct Mxfp4TileLoader {
   }
 };
 
-__device__ __forceinline__ void init_e2m1_table(float* lut) {
-  if (threadIdx.x < 16) lut[threadIdx.x] = fmt::decode_e2m1(static_cast<uint8_t>(threadIdx.x));
-}
+using bwd::init_e2m1_table;
 
 // The row-wise and column-wise copies of one staged tile.
 template <int R, bool kSr>
@@ -259,12 +214,41 @@ __global__ void __launch_bounds__(kThreads, 4)
   }
 }
 
-// NIBBLE_QUARTET_TILE=2 selects version 2, kept for A/B measurements: on the H200 it was slower
-// than version 1 (15872x4096 row+col 0.214 vs 0.171 ms, 15872x16384 1.08 vs 0.66 ms;
-// docs/perf/2026-12-03-h200.md), so version 1 is the default.
-bool use_persistent_tiles() {
+// NIBBLE_QUARTET_TILE selects the tile kernel, for A/B measurements. Version 2 was slower than
+// version 1 on the H200 (15872x4096 row+col 0.214 vs 0.171 ms, 15872x16384 1.08 vs 0.66 ms;
+// docs/perf/2026-12-03-h200.md). Version 3 (quartet_backward_tile64.cuh: 64 x 128 tiles, sector-wide
+// stores) is not measured yet, so version 1 stays the default until it is.
+enum class TileVersion { per_tile = 1, persistent = 2, wide = 3 };
+
+TileVersion tile_version() {
   const char* v = std::getenv("NIBBLE_QUARTET_TILE");
-  return v != nullptr && std::string(v) == "2";
+  if (v == nullptr) return TileVersion::per_tile;
+  const std::string s(v);
+  if (s == "2") return TileVersion::persistent;
+  if (s == "3") return TileVersion::wide;
+  if (s == "1" || s.empty()) return TileVersion::per_tile;
+  throw std::invalid_argument("NIBBLE_QUARTET_TILE='" + s + "' is unknown; use 1 (a CTA per 32x256 tile, the "
+                              "default), 2 (persistent CTAs) or 3 (64x128 tiles, sector-wide stores)");
+}
+
+// What a tile launch produced, and the path string it returns (static storage: the API returns
+// const char*).
+enum class TileJob { row_and_col = 0, col = 1, from_mxfp4 = 2 };
+
+const char* tile_path(TileVersion v, TileJob job) {
+  static const auto table = [] {
+    const char* jobs[3] = {
+        "cuda quartet_backward signed-hadamard+absmax, row-wise and column-wise copies from one ",
+        "cuda quartet_backward signed-hadamard+absmax, column-wise copy from a ",
+        "cuda quartet_backward from mxfp4 (decode, transpose, signed-hadamard+absmax) via "};
+    const char* tiles[3] = {"32x256 smem tile", "32x256 smem tile (persistent CTAs, next tile prefetched)",
+                            "64x128 smem tile (sector-wide stores)"};
+    std::array<std::array<std::string, 3>, 3> t;
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 3; ++k) t[j][k] = std::string(jobs[j]) + tiles[k];
+    return t;
+  }();
+  return table[static_cast<int>(job)][static_cast<int>(v) - 1].c_str();
 }
 
 template <class Kernel>
@@ -277,10 +261,15 @@ unsigned persistent_grid(Kernel kernel, int64_t tiles) {
   return static_cast<unsigned>(tiles < resident ? tiles : resident);
 }
 
-template <int R, bool kSr, class Loader>
-void launch_tile_variant(const Loader& load, int64_t rows, int64_t cols, const SignBits& s, const quant::SrKey& key,
-                         Mxfp4Planes rowwise, Mxfp4Planes colwise, cudaStream_t stream) {
-  if (use_persistent_tiles()) {
+// `load` feeds versions 1 and 2, `load64` version 3.
+template <int R, bool kSr, class Loader, class Loader64>
+void launch_tile_variant(const Loader& load, const Loader64& load64, int64_t rows, int64_t cols, const SignBits& s,
+                         const quant::SrKey& key, Mxfp4Planes rowwise, Mxfp4Planes colwise, cudaStream_t stream) {
+  const TileVersion v = tile_version();
+  if (v == TileVersion::wide) {
+    bwd::tile64::kernel<R, kSr, Loader64><<<bwd::tile64::grid(rows, cols), bwd::tile64::kThreads, 0, stream>>>(
+        load64, rows, cols, s, key, rowwise, colwise);
+  } else if (v == TileVersion::persistent) {
     const int64_t tiles = fp4::blocks_for(cols, kTileCols) * (rows / kTileRows);
     const unsigned grid = persistent_grid(backward_tile_persistent_kernel<R, kSr, Loader>, tiles);
     backward_tile_persistent_kernel<R, kSr, Loader><<<grid, kThreads, 0, stream>>>(load, rows, cols, s, key, rowwise,
@@ -292,23 +281,24 @@ void launch_tile_variant(const Loader& load, int64_t rows, int64_t cols, const S
   NIBBLE_CHECK_LAUNCH();
 }
 
-template <int R, class Loader>
-void launch_tile(const Loader& load, int64_t rows, int64_t cols, const SignBits& s, const quant::SrKey& key,
-                 Mxfp4Planes rowwise, Mxfp4Planes colwise, cudaStream_t stream) {
+template <int R, class Loader, class Loader64>
+void launch_tile(const Loader& load, const Loader64& load64, int64_t rows, int64_t cols, const SignBits& s,
+                 const quant::SrKey& key, Mxfp4Planes rowwise, Mxfp4Planes colwise, cudaStream_t stream) {
   if (key.enabled) {
-    launch_tile_variant<R, true>(load, rows, cols, s, key, rowwise, colwise, stream);
+    launch_tile_variant<R, true>(load, load64, rows, cols, s, key, rowwise, colwise, stream);
   } else {
-    launch_tile_variant<R, false>(load, rows, cols, s, key, rowwise, colwise, stream);
+    launch_tile_variant<R, false>(load, load64, rows, cols, s, key, rowwise, colwise, stream);
   }
 }
 
-template <class Loader>
-void dispatch_tile(const Loader& load, int64_t rows, int64_t cols, const QuartetBackwardOptions& o,
-                   Mxfp4Planes rowwise, Mxfp4Planes colwise, cudaStream_t stream) {
+template <class Loader, class Loader64>
+void dispatch_tile(const Loader& load, const Loader64& load64, int64_t rows, int64_t cols,
+                   const QuartetBackwardOptions& o, Mxfp4Planes rowwise, Mxfp4Planes colwise, cudaStream_t stream) {
   const SignBits s = host_sign_bits(o);
-  if (!o.rotate) return launch_tile<0>(load, rows, cols, s, o.rounding, rowwise, colwise, stream);
-  if (o.hadamard_size == 16) return launch_tile<16>(load, rows, cols, s, o.rounding, rowwise, colwise, stream);
-  return launch_tile<32>(load, rows, cols, s, o.rounding, rowwise, colwise, stream);
+  const quant::SrKey& k = o.rounding;
+  if (!o.rotate) return launch_tile<0>(load, load64, rows, cols, s, k, rowwise, colwise, stream);
+  if (o.hadamard_size == 16) return launch_tile<16>(load, load64, rows, cols, s, k, rowwise, colwise, stream);
+  return launch_tile<32>(load, load64, rows, cols, s, k, rowwise, colwise, stream);
 }
 
 template <int R, class In>
@@ -365,20 +355,15 @@ const char* quartet_backward_quantize(const void* x, Fp4DenseType type, int64_t 
   if (tile) {
     fp4::check_multiple(fn, "rows", rows, kTileRows, "the column-wise copy quantizes 32-row groups");
     if (type == Fp4DenseType::bf16) {
-      dispatch_tile(DenseTileLoader<uint16_t>{static_cast<const uint16_t*>(x), cols}, rows, cols, options, rowwise,
-                    colwise, stream);
+      const auto* p = static_cast<const uint16_t*>(x);
+      dispatch_tile(DenseTileLoader<uint16_t>{p, cols}, bwd::tile64::DenseLoader<uint16_t>{p, cols}, rows, cols,
+                    options, rowwise, colwise, stream);
     } else {
-      dispatch_tile(DenseTileLoader<float>{static_cast<const float*>(x), cols}, rows, cols, options, rowwise, colwise,
-                    stream);
+      const auto* p = static_cast<const float*>(x);
+      dispatch_tile(DenseTileLoader<float>{p, cols}, bwd::tile64::DenseLoader<float>{p, cols}, rows, cols, options,
+                    rowwise, colwise, stream);
     }
-    const bool v2 = use_persistent_tiles();
-    if (rowwise.codes != nullptr) {
-      return v2 ? "cuda quartet_backward signed-hadamard+absmax, row-wise and column-wise copies from one 32x256 smem "
-                  "tile (persistent CTAs, next tile prefetched)"
-                : "cuda quartet_backward signed-hadamard+absmax, row-wise and column-wise copies from one 32x256 smem tile";
-    }
-    return v2 ? "cuda quartet_backward signed-hadamard+absmax, column-wise copy from a 32x256 smem tile (persistent CTAs)"
-              : "cuda quartet_backward signed-hadamard+absmax, column-wise copy from a 32x256 smem tile";
+    return tile_path(tile_version(), rowwise.codes != nullptr ? TileJob::row_and_col : TileJob::col);
   }
   if (type == Fp4DenseType::bf16) {
     dispatch_rowwise(static_cast<const uint16_t*>(x), rows, cols, options, rowwise, stream);
@@ -401,11 +386,9 @@ const char* quartet_backward_quantize_mxfp4_transposed(Mxfp4ConstPlanes q, int64
   if (options.rotate) fp4::check_hadamard_size(fn, options.hadamard_size, 32);
   fp4::check_multiple(fn, "cols", cols, 32, "the MXFP4 input has 1x32 groups along cols");
   fp4::check_multiple(fn, "rows", rows, kTileRows, "the column-wise copy quantizes 32-row groups");
-  dispatch_tile(Mxfp4TileLoader{q.codes, q.scales, cols}, rows, cols, options, Mxfp4Planes{}, colwise, stream);
-  return use_persistent_tiles()
-             ? "cuda quartet_backward from mxfp4 (decode, transpose, signed-hadamard+absmax) via 32x256 smem tile "
-               "(persistent CTAs, next tile prefetched)"
-             : "cuda quartet_backward from mxfp4 (decode, transpose, signed-hadamard+absmax) via 32x256 smem tile";
+  dispatch_tile(Mxfp4TileLoader{q.codes, q.scales, cols}, bwd::tile64::Mxfp4Loader{q.codes, q.scales, cols}, rows,
+                cols, options, Mxfp4Planes{}, colwise, stream);
+  return tile_path(tile_version(), TileJob::from_mxfp4);
 }
 
 }  // namespace nibble::cuda

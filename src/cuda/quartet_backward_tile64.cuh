@@ -1,0 +1,156 @@
+// Quartet backward quantizer, tile version 3: a CTA stages a 64 x 128 tile in shared memory (as
+// float) and writes the row-wise and the column-wise MXFP4 copies with every warp store covering
+// whole 32-byte sectors. Version 1's 32 x 256 tile gives each lane of a store a different output row,
+// so every 16-byte code store and every scale byte is its own L2 sector: ncu on the H200 found that
+// kernel L2-bound (72.6% L2 vs 25% DRAM throughput). Here:
+//  - row-wise: lane (row = lane / 4, group = lane % 4): 4 lanes write one row's 64 contiguous code
+//    bytes (two full sectors) and its 4 scale bytes;
+//  - column-wise: lane (column = lane / 2, 32-row half = lane % 2): 2 lanes write one transposed
+//    row's 32 contiguous code bytes (one full sector) and its 2 scale bytes.
+// Shared-memory layout (all accesses conflict-free): element (r, c) lives at
+//   r * 144 + (r / 32) * 16 + (c & ~31) + 4 * (((c / 4) % 8) ^ ((c / 32) % 4)) + c % 4,
+// i.e. rows padded to 144 floats, rows 32..63 shifted by 16 more words, and the 16-byte chunks
+// of each 32-column group XOR-permuted by the group's index. Row-wise float4 reads of a quarter warp
+// (2 rows x 4 groups) then hit 8 distinct 16-byte bank groups, and column reads of a warp (16
+// consecutive columns x both halves) hit 32 distinct banks.
+#pragma once
+#include "quartet_backward_parts.cuh"
+
+namespace nibble::cuda::bwd::tile64 {
+
+constexpr int kThreads = 256;
+constexpr int kRows = 64;
+constexpr int kCols = 128;
+constexpr int kStride = kCols + 16;
+constexpr int kHalfShift = 16;
+constexpr int kSmemFloats = kRows * kStride + kHalfShift;
+
+__device__ __forceinline__ int at(int r, int c) {
+  return r * kStride + (r >> 5) * kHalfShift + (c & ~31) + ((((c >> 2) & 7) ^ ((c >> 5) & 3)) << 2) + (c & 3);
+}
+
+struct Extent {
+  int rows;  // 32 or 64 valid rows (rows % 32 == 0)
+  int cols;  // 32, 64, 96 or 128 valid columns (cols % 32 == 0)
+};
+
+// Dense BF16/FP32 input: thread q of each pass loads 16-byte chunk q of the tile (row-major, so a
+// warp reads whole rows) and parks it as float4s.
+template <class In>
+struct DenseLoader {
+  const In* x;
+  int64_t cols;
+  static constexpr int kPer = 16 / sizeof(In);
+  static constexpr int kChunksPerRow = kCols / kPer;
+  static constexpr int kIters = kRows * kChunksPerRow / kThreads;
+  struct Regs {
+    uint4 raw[kIters];
+  };
+  __device__ void fetch(Regs& g, int64_t row0, int64_t col0, Extent e) const {
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      const int q = threadIdx.x + i * kThreads, r = q / kChunksPerRow, ch = q % kChunksPerRow;
+      if (r < e.rows && ch * kPer < e.cols) {
+        g.raw[i] = __ldg(reinterpret_cast<const uint4*>(x + (row0 + r) * cols + col0 + ch * kPer));
+      }
+    }
+  }
+  __device__ void park(float* smem, const float*, const Regs& g, Extent e) const {
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      const int q = threadIdx.x + i * kThreads, r = q / kChunksPerRow, ch = q % kChunksPerRow;
+      if (r >= e.rows || ch * kPer >= e.cols) continue;
+      float v[kPer];
+      unpack_chunk<In>(g.raw[i], v);
+#pragma unroll
+      for (int k = 0; k < kPer; k += 4) {
+        *reinterpret_cast<float4*>(smem + at(r, ch * kPer + k)) = make_float4(v[k], v[k + 1], v[k + 2], v[k + 3]);
+      }
+    }
+  }
+};
+
+// MXFP4 input (dequantized as quant::dequantize: decode_e2m1(code) * decode_e8m0(scale)): thread =
+// (row = warp * 8 + lane / 4, group = lane % 4), so 4 lanes load one row's 64 contiguous code bytes.
+struct Mxfp4Loader {
+  const uint8_t* codes;
+  const uint8_t* scales;
+  int64_t cols;
+  struct Regs {
+    uint4 packed;
+    uint32_t scale;
+  };
+  __device__ static int row() { return (threadIdx.x / 32) * 8 + (threadIdx.x % 32) / 4; }
+  __device__ static int group() { return threadIdx.x % 4; }
+  __device__ void fetch(Regs& g, int64_t row0, int64_t col0, Extent e) const {
+    const int r = row(), grp = group();
+    if (r >= e.rows || grp * 32 >= e.cols) return;
+    const int64_t e0 = (row0 + r) * cols + col0 + grp * 32;
+    g.packed = __ldg(reinterpret_cast<const uint4*>(codes) + e0 / 32);
+    g.scale = __ldg(scales + e0 / 32);
+  }
+  __device__ void park(float* smem, const float* lut, const Regs& g, Extent e) const {
+    const int r = row(), grp = group();
+    if (r >= e.rows || grp * 32 >= e.cols) return;
+    const float s = fmt::decode_e8m0(static_cast<uint8_t>(g.scale));
+#pragma unroll
+    for (int j = 0; j < 32; j += 4) {
+      float d[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) d[k] = lut[fp4::unpack_e2m1(g.packed, j + k)] * s;
+      *reinterpret_cast<float4*>(smem + at(r, grp * 32 + j)) = make_float4(d[0], d[1], d[2], d[3]);
+    }
+  }
+};
+
+template <int R, bool kSr, class Loader>
+__global__ void __launch_bounds__(kThreads)
+    kernel(Loader load, int64_t rows, int64_t cols, SignBits signs, quant::SrKey key, Mxfp4Planes rowwise,
+           Mxfp4Planes colwise) {
+  __shared__ __align__(16) float smem[kSmemFloats];
+  __shared__ float lut[16];
+  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kCols;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kRows;
+  const Extent e{static_cast<int>(rows - row0 < kRows ? rows - row0 : kRows),
+                 static_cast<int>(cols - col0 < kCols ? cols - col0 : kCols)};
+  typename Loader::Regs g;
+  load.fetch(g, row0, col0, e);
+  init_e2m1_table(lut);
+  __syncthreads();
+  load.park(smem, lut, g, e);
+  __syncthreads();
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float v[32];
+  if (rowwise.codes != nullptr) {
+    // R <= 32, so a 32-group holds whole rotation blocks.
+    const int r = warp * 8 + lane / 4, grp = lane % 4;
+    if (r < e.rows && grp * 32 < e.cols) {
+#pragma unroll
+      for (int j = 0; j < 32; j += 4) {
+        const float4 f = *reinterpret_cast<const float4*>(smem + at(r, grp * 32 + j));
+        v[j] = f.x;
+        v[j + 1] = f.y;
+        v[j + 2] = f.z;
+        v[j + 3] = f.w;
+      }
+      rotate_signed<R, 32>(v, signs);
+      quantize_store_group<kSr>(v, key, (row0 + r) * cols + col0 + grp * 32, rowwise.codes, rowwise.scales);
+    }
+  }
+  if (colwise.codes != nullptr) {
+    // Column c's 32-row half h is one group of the transposed tensor (row col0 + c, columns row0 + 32h..).
+    const int c = warp * 16 + lane / 2, h = lane % 2;
+    if (c < e.cols && h * 32 < e.rows) {
+#pragma unroll
+      for (int i = 0; i < 32; ++i) v[i] = smem[at(h * 32 + i, c)];
+      rotate_signed<R, 32>(v, signs);
+      quantize_store_group<kSr>(v, key, (col0 + c) * rows + row0 + h * 32, colwise.codes, colwise.scales);
+    }
+  }
+}
+
+inline dim3 grid(int64_t rows, int64_t cols) {
+  return dim3(fp4::blocks_for(cols, kCols), fp4::blocks_for(rows, kRows));
+}
+
+}  // namespace nibble::cuda::bwd::tile64
