@@ -3,13 +3,15 @@
 The GPU half of nibble.torch.Linear(recipe="quartet"); the same calls as src/engine/quartet_layer.cu:
   fprop: X, W -> fused Hadamard + QuEST + exact E4M3 row re-encoding (one pass each; the MXFP4 planes
          and trust masks are kept for backward); Y = FP8 GEMM with OUTER_VEC row scales
-  dgrad: dYq = backward quantizer of dY (seed_d), Wq^T = backward quantizer of the forward Wq,
-         transposed (seed_d); dX = epilogue(GEMM(dYq, Wq^T) * 16/9, Mx)
-  wgrad: dYq^T = column-wise backward quantizer of dY (seed_w), Xq^T from the forward Xq (seed_w);
-         dW = epilogue(GEMM(dYq^T, Xq^T) * 16/9, Mw)
-The seeds are nibble.torch's (fresh per layer per step), and the quantizers use the CPU reference's
-keys, so every quantized operand equals the reference backend's bit for bit; results differ from it
-only by the GEMMs' FP32 accumulation (and BF16 rounding of outputs when the inputs are BF16).
+  dY:    one launch of the backward quantizer writes the row-wise copy dYq (dgrad, inner dim O) and
+         the column-wise copy dYq^T (wgrad, inner dim T) from one read (the fused row+column tile);
+         a pass whose gradient is not needed gets no copy
+  dgrad: Wq^T = backward quantizer of the forward Wq, transposed; dX = epilogue(GEMM(dYq, Wq^T) * 16/9, Mx)
+  wgrad: Xq^T from the forward Xq; dW = epilogue(GEMM(dYq^T, Xq^T) * 16/9, Mw)
+One sign seed per layer per step (nibble.torch.quartet_backward_seed) serves both rotations, and the
+quantizers use the CPU reference's keys, so every quantized operand equals the reference backend's bit
+for bit; results differ from it only by the GEMMs' FP32 accumulation (and BF16 rounding of outputs
+when the inputs are BF16).
 
 Exactness (SPEC 4): an operand pair runs the row-scaled FP8 GEMM while every row's block exponents
 spread over <= 14 binades. Otherwise both are re-encoded per 1x128 group (VEC128), and when even that
@@ -210,21 +212,24 @@ def forward(ext, x, w, options, stream):
     return y, xp, wp, f"cuda quartet forward: {kernel}; {g}"
 
 
-def backward(ext, dy, xp, wp, options, seed_d, seed_w, dx_dtype, dw_dtype, stream, need_dx=True, need_dw=True):
-    """dX [T, I] and dW [O, I] (None where not needed) from dy [T, O] and the forward planes."""
+def backward(ext, dy, xp, wp, options, seed, dx_dtype, dw_dtype, stream, need_dx=True, need_dw=True):
+    """dX [T, I] and dW [O, I] (None where not needed) from dy [T, O] and the forward planes; `seed` is
+    the layer's backward seed of this step (both rotations)."""
     (t, o), i, dev = dy.shape, xp.cols, dy.device
-    kw = dict(stochastic=options["backward_rounding"] == "stochastic", hadamard_size=options["hadamard_size"],
-              rotate=options["rotate"], stream=stream)
-    pairs, kernels = [], []  # (pass, A planes, B planes, forward mask, output dtype)
+    kw = dict(seed=seed, stochastic=options["backward_rounding"] == "stochastic",
+              hadamard_size=options["hadamard_size"], rotate=options["rotate"], stream=stream)
+    dyq = Planes(t, o, dev) if need_dx else None      # row-wise copy, dgrad
+    dytq = Planes(o, t, dev) if need_dw else None     # column-wise copy, wgrad
+    kernels = [ext.quartet_backward_cuda(dy, *((dyq.codes, dyq.scales) if need_dx else (None, None)),
+                                         *((dytq.codes, dytq.scales) if need_dw else (None, None)), **kw)]
+    pairs = []  # (pass, A planes, B planes, forward mask, output dtype)
     if need_dx:
-        dyq, wtq = Planes(t, o, dev), Planes(i, o, dev)
-        kernels.append(ext.quartet_backward_cuda(dy, dyq.codes, dyq.scales, None, None, seed=seed_d, **kw))
-        ext.quartet_backward_mxfp4_transposed_cuda(wp.codes, wp.scales, wtq.codes, wtq.scales, seed=seed_d, **kw)
+        wtq = Planes(i, o, dev)
+        ext.quartet_backward_mxfp4_transposed_cuda(wp.codes, wp.scales, wtq.codes, wtq.scales, **kw)
         pairs.append(("dgrad", (dyq, "dY"), (wtq, "Wq^T"), xp.mask, dx_dtype))
     if need_dw:
-        dytq, xtq = Planes(o, t, dev), Planes(i, t, dev)
-        kernels.append(ext.quartet_backward_cuda(dy, None, None, dytq.codes, dytq.scales, seed=seed_w, **kw))
-        ext.quartet_backward_mxfp4_transposed_cuda(xp.codes, xp.scales, xtq.codes, xtq.scales, seed=seed_w, **kw)
+        xtq = Planes(i, t, dev)
+        ext.quartet_backward_mxfp4_transposed_cuda(xp.codes, xp.scales, xtq.codes, xtq.scales, **kw)
         pairs.append(("wgrad", (dytq, "dY^T"), (xtq, "Xq^T"), wp.mask, dw_dtype))
     counts = torch.full((2 * len(pairs), 2), -1, dtype=torch.int32, device=dev)
     ops = [Operand(p, what, counts[j]) for j, (p, what) in enumerate(x for pr in pairs for x in pr[1:3])]
@@ -265,19 +270,18 @@ class QuartetCudaFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy):
-        from .torch import _mix
+        from .torch import quartet_backward_seed
         layer, step = ctx.layer, ctx.step
         (t, i, o), (x_dtype, w_dtype, b_dtype) = ctx.shapes, ctx.dtypes
         xc, xs, xm, wc, ws, wm = ctx.saved_tensors
         xp, wp = Planes(t, i, None, tensors=(xc, xs, xm)), Planes(o, i, None, tensors=(wc, ws, wm))
-        seed_d, seed_w = _mix(layer.seed, step, 1), _mix(layer.seed, step, 2)
         need_dx, need_dw = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         dyk = _kernel_input(dy)
         dx = dw = None
         if need_dx or need_dw:
             with _on_device(dy):
-                dx, dw, path = backward(extension(), dyk, xp, wp, layer.options, seed_d, seed_w, x_dtype, w_dtype,
-                                        _stream(dy), need_dx, need_dw)
+                dx, dw, path = backward(extension(), dyk, xp, wp, layer.options, quartet_backward_seed(layer.seed, step),
+                                        x_dtype, w_dtype, _stream(dy), need_dx, need_dw)
             layer.last_backward_path = path
         dx = None if dx is None else dx.to(x_dtype)
         dw = None if dw is None else dw.to(w_dtype)

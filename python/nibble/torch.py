@@ -38,6 +38,12 @@ def _mix(seed, step, salt):
     return (z ^ (z >> 31)) & 0x7FFFFFFFFFFFFFFF
 
 
+def quartet_backward_seed(seed, step):
+    """The sign (and stochastic-rounding) seed of a Quartet layer's backward at `step`: one per layer per
+    step, shared by the dgrad rotation (dY, Wq^T along O) and the wgrad rotation (dY^T, Xq^T along T)."""
+    return _mix(seed, step, 1)
+
+
 class _RecipeLinearFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, layer):
@@ -66,13 +72,16 @@ class _RecipeLinearFunction(torch.autograd.Function):
         dy = dy.contiguous().float()
         seed_d, seed_w = _mix(layer.seed, step, 1), _mix(layer.seed, step, 2)
         if recipe == "quartet":
+            # One sign seed per layer per step for both rotations (as src/engine/quartet_layer.cu), so
+            # the CUDA backend quantizes dY once into its row-wise and column-wise copies.
             xq, wq, mx, mw = ctx.saved_tensors
             sr = layer.options["backward_rounding"] == "stochastic"
-            a, p = be.quartet_backward(dy, seed_d, sr)                     # dY along O
-            b, _ = be.quartet_backward(wq.t().contiguous(), seed_d, sr)    # Wq^T along O, same signs
+            seed_b = quartet_backward_seed(layer.seed, step)
+            a, p = be.quartet_backward(dy, seed_b, sr)                     # dY along O
+            b, _ = be.quartet_backward(wq.t().contiguous(), seed_b, sr)    # Wq^T along O, same signs
             dx = be.quartet_epilogue(a @ b.t(), mx)
-            a, _ = be.quartet_backward(dy.t().contiguous(), seed_w, sr)    # dY^T along T
-            b, _ = be.quartet_backward(xq.t().contiguous(), seed_w, sr)    # Xq^T along T
+            a, _ = be.quartet_backward(dy.t().contiguous(), seed_b, sr)    # dY^T along T
+            b, _ = be.quartet_backward(xq.t().contiguous(), seed_b, sr)    # Xq^T along T, same signs
             dw = be.quartet_epilogue(a @ b.t(), mw)
         elif recipe in backends.PER_TENSOR:
             xq, wq = ctx.saved_tensors

@@ -102,7 +102,8 @@ class FakeCudaExt:
 
     def quartet_backward_cuda(self, x, rowwise_codes, rowwise_scales, colwise_codes, colwise_scales, *, seed,
                               stochastic, hadamard_size, rotate, stream):
-        self.calls.append("backward")
+        self.calls.append("backward dense " + "+".join(n for n, c in (("row", rowwise_codes), ("col", colwise_codes))
+                                                 if c is not None))
         if rowwise_codes is not None:
             assert tuple(rowwise_codes.shape) == (x.shape[0], x.shape[1] // 2)
             self._put(rowwise_codes, self._backward_values(x, seed, stochastic, hadamard_size, rotate))

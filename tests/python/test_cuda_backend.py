@@ -35,13 +35,13 @@ def reference_composition(ext, x, w, gy, seed, step, rounding):
     composition): returns y (no bias), dx, dw and the quantized forward operands."""
     xq, mx = reference_values(ext, x)
     wq, mw = reference_values(ext, w)
-    sd, sw = nt._mix(seed, step, 1), nt._mix(seed, step, 2)
+    sb = nt.quartet_backward_seed(seed, step)  # one seed per layer per step, both rotations
     b = dict(rounding=rounding)
-    g = reference_values(ext, gy, "dy", seed=sd, **b)[0].double() @ \
-        reference_values(ext, wq.t(), "dy", seed=sd, **b)[0].double().t()
+    g = reference_values(ext, gy, "dy", seed=sb, **b)[0].double() @ \
+        reference_values(ext, wq.t(), "dy", seed=sb, **b)[0].double().t()
     dx = torch.from_numpy(np.array(ext.quartet_epilogue(g.float().numpy(), mx)))
-    g = reference_values(ext, gy.t(), "dy", seed=sw, **b)[0].double() @ \
-        reference_values(ext, xq.t(), "dy", seed=sw, **b)[0].double().t()
+    g = reference_values(ext, gy.t(), "dy", seed=sb, **b)[0].double() @ \
+        reference_values(ext, xq.t(), "dy", seed=sb, **b)[0].double().t()
     dw = torch.from_numpy(np.array(ext.quartet_epilogue(g.float().numpy(), mw)))
     return xq.double() @ wq.double().t(), dx, dw, xq, wq
 
@@ -124,19 +124,26 @@ def test_orchestration_against_reference_with_cpu_standin(rounding, rng, ext):
     x, w, gy = randn(rng, t, i), randn(rng, o, i), randn(rng, t, o)
     opts = {**nt._DEFAULTS, "backward_rounding": rounding}
     y, xp, wp, path = quartet_cuda.forward(fake, x, w, opts, 0)
-    sd, sw = nt._mix(seed, step, 1), nt._mix(seed, step, 2)
-    dx, dw, bpath = quartet_cuda.backward(fake, gy, xp, wp, opts, sd, sw, torch.float32, torch.float32, 0)
+    sb = nt.quartet_backward_seed(seed, step)
+    fake.calls.clear()
+    dx, dw, bpath = quartet_cuda.backward(fake, gy, xp, wp, opts, sb, torch.float32, torch.float32, 0)
     y_ref, dx_ref, dw_ref, _, _ = reference_composition(ext, x, w, gy, seed, step, rounding)
     assert rel(y, y_ref) < 1e-6 and rel(dx, dx_ref) < 1e-5 and rel(dw, dw_ref) < 1e-5, \
         (rel(y, y_ref), rel(dx, dx_ref), rel(dw, dw_ref))
     assert "fprop GEMM emulated-exact (fp8)" in path and "spread" not in path
     assert "dgrad GEMM emulated-exact (fp8)" in bpath and "wgrad GEMM emulated-exact (fp8)" in bpath
-    assert fake.calls.count("gemm fprop outer_vecxouter_vec") == 1 and fake.calls.count("epilogue") == 2
-    # Only the gradients asked for are computed.
-    fake.calls.clear()
-    dx2, dw2, _ = quartet_cuda.backward(fake, gy, xp, wp, opts, sd, sw, torch.float32, torch.float32, 0,
-                                        need_dx=False)
-    assert dx2 is None and torch.allclose(dw2, dw) and not any("dgrad" in c for c in fake.calls)
+    # dY is read once: one backward-quantizer launch writes both copies (the fused row+column tile).
+    assert [c for c in fake.calls if c.startswith("backward dense")] == ["backward dense row+col"], fake.calls
+    assert fake.calls.count("epilogue") == 2
+    # Only the gradients asked for are computed, and dY gets only the copy that gradient needs.
+    for need_dx, need_dw, copy in ((False, True, "col"), (True, False, "row")):
+        fake.calls.clear()
+        dx2, dw2, p2 = quartet_cuda.backward(fake, gy, xp, wp, opts, sb, torch.float32, torch.float32, 0,
+                                             need_dx=need_dx, need_dw=need_dw)
+        assert [c for c in fake.calls if c.startswith("backward dense")] == ["backward dense " + copy], fake.calls
+        assert (dx2 is None) != need_dx and (dw2 is None) != need_dw
+        got, want, gone = (dw2, dw, "dgrad") if need_dw else (dx2, dx, "wgrad")
+        assert torch.equal(got, want) and gone not in p2 and not any(gone in c for c in fake.calls)
 
 
 def test_fp32_output_refused_by_cublaslt_falls_back_to_bf16_output(rng, ext, monkeypatch):
@@ -187,7 +194,7 @@ def test_violating_rows_fall_back_with_cpu_standin(pattern, expect, rng, ext):
     assert expect in path and "64 rows of X spread over more than 14 binades" in path, path
     y_ref, dx_ref, dw_ref, _, _ = reference_composition(ext, x, w, gy, 1, 0, "nearest")
     assert rel(y, y_ref) < 1e-6
-    dx, dw, _ = quartet_cuda.backward(fake, gy, xp, wp, dict(nt._DEFAULTS), nt._mix(1, 0, 1), nt._mix(1, 0, 2),
+    dx, dw, _ = quartet_cuda.backward(fake, gy, xp, wp, dict(nt._DEFAULTS), nt.quartet_backward_seed(1, 0),
                                       torch.float32, torch.float32, 0)
     assert rel(dx, dx_ref) < 1e-5 and rel(dw, dw_ref) < 1e-5
 

@@ -67,13 +67,13 @@ def test_quartet_equals_reference_composition(rounding, rng, ext):
     fx, fw = ext.quantize(x.numpy(), "quartet", "x"), ext.quantize(w.numpy(), "quartet", "w")
     xq, wq = torch.from_numpy(np.array(fx["values"])), torch.from_numpy(np.array(fw["values"]))
     torch.testing.assert_close(y, xq @ wq.t() + layer.bias.detach(), rtol=0, atol=0)
-    sd, sw = nt._mix(layer.seed, 0, 1), nt._mix(layer.seed, 0, 2)
-    g = q(ext, gy, "quartet", "dy", seed=sd, rounding=rounding) @ \
-        q(ext, wq.t().contiguous(), "quartet", "dy", seed=sd, rounding=rounding).t()
+    sb = nt.quartet_backward_seed(layer.seed, 0)  # one seed per layer per step: dgrad and wgrad
+    g = q(ext, gy, "quartet", "dy", seed=sb, rounding=rounding) @ \
+        q(ext, wq.t().contiguous(), "quartet", "dy", seed=sb, rounding=rounding).t()
     dx_ref = ext.quartet_epilogue(g.numpy(), np.array(fx["mask"]))
     torch.testing.assert_close(dx, torch.from_numpy(np.array(dx_ref)), rtol=0, atol=0)
-    g = q(ext, gy.t().contiguous(), "quartet", "dy", seed=sw, rounding=rounding) @ \
-        q(ext, xq.t().contiguous(), "quartet", "dy", seed=sw, rounding=rounding).t()
+    g = q(ext, gy.t().contiguous(), "quartet", "dy", seed=sb, rounding=rounding) @ \
+        q(ext, xq.t().contiguous(), "quartet", "dy", seed=sb, rounding=rounding).t()
     dw_ref = ext.quartet_epilogue(g.numpy(), np.array(fw["mask"]))
     torch.testing.assert_close(dw, torch.from_numpy(np.array(dw_ref)), rtol=0, atol=0)
 
@@ -87,13 +87,21 @@ def test_quartet_equals_reference_composition(rounding, rng, ext):
     assert rel < 0.35 and cos > 0.93, (rel, cos)
 
 
-def test_quartet_backward_signs_fresh_per_step(rng):
-    layer = nt.Linear(I, O, recipe="quartet", backend="reference")
+@pytest.mark.parametrize("rounding", ["nearest", "stochastic"])
+def test_quartet_backward_signs_fresh_per_step_and_reproducible(rounding, rng):
+    layer = nt.Linear(I, O, recipe="quartet", backend="reference", backward_rounding=rounding, seed=3)
+    twin = nt.Linear(I, O, recipe="quartet", backend="reference", backward_rounding=rounding, seed=3)
+    twin.load_state_dict(layer.state_dict())
     x, gy = randn(rng, T, I), randn(rng, T, O)
-    _, dx1, _, _ = run_layer(layer, x, gy)
-    _, dx2, _, _ = run_layer(layer, x, gy)
-    assert not torch.equal(dx1, dx2)
+    _, dx1, dw1, _ = run_layer(layer, x, gy)
+    _, dx1b, dw1b, _ = run_layer(twin, x, gy)
+    assert torch.equal(dx1, dx1b) and torch.equal(dw1, dw1b)  # same seed, same step: the same bits
+    dw1 = dw1.clone()
+    layer.weight.grad = None
+    _, dx2, dw2, _ = run_layer(layer, x, gy)
+    assert not torch.equal(dx1, dx2) and not torch.equal(dw1, dw2)  # next step: fresh signs (and bits)
     assert int(layer.step) == 2
+    assert nt.quartet_backward_seed(3, 0) != nt.quartet_backward_seed(3, 1) != nt.quartet_backward_seed(4, 1)
 
 
 def test_fp8_delayed_uses_history(rng, ext):
