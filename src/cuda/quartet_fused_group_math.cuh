@@ -13,6 +13,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "nibble/format/e8m0.hpp"
@@ -62,9 +63,11 @@ NIBBLE_HD uint8_t encode_e2m1_fadd(float x) {
 inline constexpr int kE2m1MagicMaxK = 100;
 struct E2m1Magic {
   float m0, m1, m2, h1, h2;
+  float sat;  // 6 * 2^k: the largest magnitude the three adds encode (code 7)
 };
 NIBBLE_HD E2m1Magic e2m1_magic(int k) {
-  return {fmt::pow2f(22 + k), fmt::pow2f(23 + k), fmt::pow2f(24 + k), fmt::pow2f(k), fmt::pow2f(k + 1)};
+  return {fmt::pow2f(22 + k), fmt::pow2f(23 + k), fmt::pow2f(24 + k), fmt::pow2f(k), fmt::pow2f(k + 1),
+          6.0f * fmt::pow2f(k)};
 }
 NIBBLE_HD uint32_t e2m1_magic_bits(float w, const E2m1Magic& m) {
   const float a = fabsf(w);
@@ -80,6 +83,13 @@ NIBBLE_HD uint32_t e2m1_magic_bits(float w, const E2m1Magic& m) {
   const uint32_t lo = y0 < x1 ? y0 : x1;
   return lo < x2 ? lo : x2;
 #endif
+}
+
+// The same for any finite w, saturating: |w| / 2^k >= 6 gives code 7 (6.0), as fmt::encode_e2m1's
+// satfinite does. One extra min per element; the MX quantizer needs it (the OCP scale lets the
+// largest element of a group reach [6, 8) * 2^k), the Quartet quantizers do not.
+NIBBLE_HD uint32_t e2m1_magic_bits_sat(float w, const E2m1Magic& m) {
+  return e2m1_magic_bits(fminf(fabsf(w), m.sat), m);
 }
 
 // Packs 32 codes (low byte of mb[i]) with the sign of sb[i] (bit 31) into 16 bytes, low nibble =
@@ -211,6 +221,22 @@ __device__ __forceinline__ uint8_t mx_group_packed(const float* x, quant::MxScal
   const uint8_t sc = quant::mx_scale_code(quant::amax_of(x, 32), rule, quant::ElementFormat::e2m1);
   uint32_t w[4] = {0, 0, 0, 0};
   if (sc != fmt::kE8M0Nan) {  // a NaN scale carries the block: codes 0 (quant::mx_encode_element)
+    if constexpr (!kStochastic) {
+      const int k = static_cast<int>(sc) - 127;
+      if (k <= kE2m1MagicMaxK) {
+        // RNE_E2M1(x * 2^-k) by three adds (x * 2^-k is exact, or underflows far below E2M1's
+        // smallest step: code 0 either way), saturating as encode_e2m1 does.
+        const E2m1Magic mg = e2m1_magic(k);
+        uint32_t mb[32], sb[32];
+#pragma unroll
+        for (int i = 0; i < 32; ++i) {
+          mb[i] = e2m1_magic_bits_sat(x[i], mg);
+          sb[i] = fmt::float_bits(x[i]);
+        }
+        codes = pack_codes_signs(mb, sb);
+        return sc;
+      }
+    }
     const float inv = quant::mx_encode_multiplier(sc);
     if constexpr (kStochastic) {
       for_each_random_word(key, first, [&](int i, uint32_t r) { put_code(w, i, fmt::encode_e2m1_sr(x[i] * inv, r)); });

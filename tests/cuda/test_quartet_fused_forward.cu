@@ -263,6 +263,42 @@ TEST(E2m1MagicEncoder, CpuEqualsReferenceOnTiesEdgesAndRandomValues) {
   EXPECT_GT(checked, 100000);
 }
 
+// The saturating form (MX quantizer, OCP scale: |x| 2^-k reaches [6, 8)): every value of a finite
+// group, i.e. |w| 2^-k < 8, must encode as fmt::encode_e2m1(w * 2^-k), 6 and above to code 7.
+TEST(E2m1MagicEncoder, SaturatingCpuEqualsReferenceBelowEight) {
+  std::mt19937_64 rng(std::random_device{}());
+  std::uniform_real_distribution<float> unit(0.0f, 8.0f);
+  const float points[] = {0.0f, 0.25f, 0.75f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f, 6.5f, 7.0f, 7.5f, 7.999999f};
+  int checked = 0;
+  for (int k = -127; k <= cuda::fp4::kE2m1MagicMaxK; ++k) {
+    const cuda::fp4::E2m1Magic mg = cuda::fp4::e2m1_magic(k);
+    auto check = [&](float v) {
+      for (float sign : {1.0f, -1.0f}) {
+        const float w = sign * v * fmt::pow2f(k);
+        const uint8_t want = fmt::encode_e2m1(w * fmt::pow2f(-k));
+        const uint32_t mb = cuda::fp4::e2m1_magic_bits_sat(w, mg);
+        const uint8_t got = static_cast<uint8_t>((mb & 0x7u) | ((fmt::float_bits(w) >> 28) & 0x8u));
+        ++checked;
+        if (got != want) {
+          ADD_FAILURE() << "k " << k << " w " << w << ": saturating magic 0x" << std::hex << int(got)
+                        << ", reference 0x" << int(want);
+          return false;
+        }
+      }
+      return true;
+    };
+    for (float p : points) {
+      if (!check(p)) return;
+      if (p > 0.0f && !check(fmt::bits_float(fmt::float_bits(p) - 1))) return;
+      if (!check(fmt::bits_float(fmt::float_bits(p) + 1))) return;
+    }
+    for (int i = 0; i < 100; ++i) {
+      if (!check(unit(rng))) return;
+    }
+  }
+  EXPECT_GT(checked, 50000);
+}
+
 __global__ void compare_all(unsigned long long* mismatches) {
   const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
   for (uint64_t b = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; b < (uint64_t{1} << 32); b += stride) {
