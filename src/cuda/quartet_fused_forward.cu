@@ -6,7 +6,8 @@
 // quant::rotate_block_forward and quantizes it with fp4::quest_group_packed (the expressions of
 // quant::quest_group, see quartet_fused_group_math.cuh), optionally storing the MXFP4 planes. A CTA
 // reduction gives the row's k_max / k_min over blocks holding a non-zero code; the E4M3 codes are
-// then written from registers, 4 elements per byte-permute lookup of the closed-form table of
+// then written from registers (lane pairs swapping halves so that each warp store covers whole
+// sectors), 4 elements per byte-permute lookup of the closed-form table of
 // reencode.hpp (the shift k_j - k_max + 6 of every block of an exact row is in [-8, 6]); blocks out
 // of that range (violating rows only) take quant::reencode_e2m1_as_e4m3 per element, as the
 // standalone re-encoder (reencode_mxfp4_e4m3.cu) does.
@@ -39,9 +40,8 @@ __device__ __forceinline__ uint32_t lookup4(uint32_t x16, uint32_t lo, uint32_t 
   return mags | ((b << 4) & 0x00800080u) | (b & 0x80008000u);
 }
 
-// The 32 E4M3 codes of one block re-encoded against the row's k_max (two 16-byte stores).
-__device__ __forceinline__ void store_block_e4m3(const uint4& c, uint8_t sc, int k_max, uint8_t* __restrict__ out) {
-  uint32_t o[8];
+// The 32 E4M3 codes of one block re-encoded against the row's k_max, as 8 words.
+__device__ __forceinline__ void block_e4m3(const uint4& c, uint8_t sc, int k_max, uint32_t (&o)[8]) {
   const uint32_t w[4] = {c.x, c.y, c.z, c.w};
   const int kj = fmt::e8m0_exponent(sc);
   const int shift = kj - k_max + 6;
@@ -67,9 +67,32 @@ __device__ __forceinline__ void store_block_e4m3(const uint4& c, uint8_t sc, int
       o[i] = v;
     }
   }
-  uint4* dst = reinterpret_cast<uint4*>(out);
-  dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
-  dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+}
+
+// Stores each lane's 32 E4M3 bytes (o, for the block at `out`) so that every warp store covers
+// whole 32-byte sectors: lanes 2j and 2j+1 (blocks b, b+1 of the row, adjacent in memory) swap
+// halves, then the first store writes block b (low half from lane 2j, high half from lane 2j+1)
+// and the second block b+1. Storing its own two halves, a lane would write half sectors 32 bytes
+// apart, twice the L2 store transactions. `mine`: this lane has a block; every lane of the warp
+// must call this (it shuffles).
+__device__ __forceinline__ void store_e4m3_paired(const uint32_t (&o)[8], bool mine, uint8_t* __restrict__ out) {
+  const bool odd = (threadIdx.x & 1u) != 0;
+  const bool pair = mine && __shfl_xor_sync(0xffffffffu, static_cast<int>(mine), 1) != 0;
+  uint32_t recv[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) recv[j] = __shfl_xor_sync(0xffffffffu, odd ? o[j] : o[4 + j], 1);
+  if (pair) {
+    // Even lane: own low half at out, partner's low half at out + 32 (block b + 1).
+    // Odd lane: partner's high half at out - 16 (block b - 1), own high half at out + 16.
+    uint4* first = reinterpret_cast<uint4*>(odd ? out - 16 : out);
+    uint4* second = reinterpret_cast<uint4*>(odd ? out + 16 : out + 32);
+    *first = odd ? make_uint4(recv[0], recv[1], recv[2], recv[3]) : make_uint4(o[0], o[1], o[2], o[3]);
+    *second = odd ? make_uint4(o[4], o[5], o[6], o[7]) : make_uint4(recv[0], recv[1], recv[2], recv[3]);
+  } else if (mine) {
+    uint4* dst = reinterpret_cast<uint4*>(out);
+    dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
+    dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+  }
 }
 
 // CTA-wide max of a and min of b (every thread gets the result).
@@ -137,7 +160,9 @@ __global__ void __launch_bounds__(kMaxThreads)
 #pragma unroll
   for (int i = 0; i < PER; ++i) {
     const int b = i * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
-    if (b < nb) store_block_e4m3(c[i], s[i], kset, fp8.codes + row * cols + static_cast<int64_t>(b) * 32);
+    uint32_t o[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    if (b < nb) block_e4m3(c[i], s[i], kset, o);
+    store_e4m3_paired(o, b < nb, fp8.codes + row * cols + static_cast<int64_t>(b) * 32);
   }
 }
 
