@@ -114,14 +114,9 @@ struct Mxfp4TileLoader {
   __device__ void park(float* smem, const float* lut, const Regs& g, int tile_cols) const {
     const int r = threadIdx.x % 32, grp = threadIdx.x / 32;
     if (grp * 32 >= tile_cols) return;
-    const float s = fmt::decode_e8m0(static_cast<uint8_t>(g.scale));
-#pragma unroll
-    for (int j = 0; j < 32; j += 4) {
-      float d[4];
-#pragma unroll
-      for (int k = 0; k < 4; ++k) d[k] = lut[fp4::unpack_e2m1(g.packed, j + k)] * s;
-      *reinterpret_cast<float4*>(smem + r * kSmemStride + grp * 32 + j) = make_float4(d[0], d[1], d[2], d[3]);
-    }
+    bwd::decode_mxfp4_group(lut, g.packed, g.scale, [&](int j, float4 f) {
+      *reinterpret_cast<float4*>(smem + r * kSmemStride + grp * 32 + j) = f;
+    });
   }
 };
 

@@ -9,6 +9,7 @@
 #include "fp4_kernel_io.cuh"
 #include "quartet_fused_group_math.cuh"
 #include "nibble/cuda/quartet.hpp"
+#include "nibble/format/e8m0.hpp"
 #include "nibble/format/minifloat.hpp"
 #include "nibble/quant/hadamard.hpp"
 
@@ -59,6 +60,20 @@ __device__ __forceinline__ void quantize_store_group(const float* v, const quant
 // conflict-free (equal addresses broadcast); one LDS instead of the generic bit decode.
 __device__ __forceinline__ void init_e2m1_table(float* lut) {
   if (threadIdx.x < 16) lut[threadIdx.x] = fmt::decode_e2m1(static_cast<uint8_t>(threadIdx.x));
+}
+
+// Dequantizes one MXFP4 32-group (as quant::dequantize: decode_e2m1(code) * decode_e8m0(scale)),
+// handing out float4s: put(j, value of elements j..j+3) for j = 0, 4, ..., 28.
+template <class Put>
+__device__ __forceinline__ void decode_mxfp4_group(const float* lut, const uint4& packed, uint32_t scale, Put&& put) {
+  const float s = fmt::decode_e8m0(static_cast<uint8_t>(scale));
+#pragma unroll
+  for (int j = 0; j < 32; j += 4) {
+    float d[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) d[k] = lut[fp4::unpack_e2m1(packed, j + k)] * s;
+    put(j, make_float4(d[0], d[1], d[2], d[3]));
+  }
 }
 
 // The 16 bytes of one vector load as floats: 8 BF16 (low half of each word = even element) or 4 FP32.

@@ -92,14 +92,9 @@ struct Mxfp4Loader {
   __device__ void park(float* smem, const float* lut, const Regs& g, Extent e) const {
     const int r = row(), grp = group();
     if (r >= e.rows || grp * 32 >= e.cols) return;
-    const float s = fmt::decode_e8m0(static_cast<uint8_t>(g.scale));
-#pragma unroll
-    for (int j = 0; j < 32; j += 4) {
-      float d[4];
-#pragma unroll
-      for (int k = 0; k < 4; ++k) d[k] = lut[fp4::unpack_e2m1(g.packed, j + k)] * s;
-      *reinterpret_cast<float4*>(smem + at(r, grp * 32 + j)) = make_float4(d[0], d[1], d[2], d[3]);
-    }
+    decode_mxfp4_group(lut, g.packed, g.scale, [&](int j, float4 f) {
+      *reinterpret_cast<float4*>(smem + at(r, grp * 32 + j)) = f;
+    });
   }
 };
 

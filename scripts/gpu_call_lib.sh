@@ -1,0 +1,38 @@
+# Sourced by the one-call GPU scripts (gpu_call_final.sh, gpu_call_ab.sh): sets R=$OUT/run, t0 and
+# el (elapsed-time prefix), records the GPU, and gpu_build_and_python_tests builds the C++/CUDA tree
+# in build-gpu (BUILD_JOBS, default 10) while the Python extension builds and its GPU tests run
+# (PY_JOBS, default 6), then runs the C++ GPU tests. Logs: $R/{gpu,build,python-gpu,gpu-tests}.txt.
+export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
+R=$OUT/run
+mkdir -p "$R"
+t0=$(date +%s)
+el() { echo "[$(( $(date +%s) - t0 )) s]"; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv >"$R/gpu.txt" 2>&1
+
+gpu_build_and_python_tests() {
+  ( { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DNIBBLE_BENCH=ON &&
+      cmake --build build-gpu -j "${BUILD_JOBS:-10}" -- -k 0; } >"$R/build.txt" 2>&1
+    echo "build rc=$?" >>"$R/build.txt" ) &
+  local bpid=$!
+  JOBS=${PY_JOBS:-6} DEADLINE=240 OUT=$R bash scripts/gpu_python_test.sh >"$R/python-gpu.txt" 2>&1
+  echo "$(el) python: $(tail -1 "$R/python-gpu.txt")"
+  wait $bpid
+  echo "$(el) $(tail -1 "$R/build.txt")"
+  ctest --test-dir build-gpu -L gpu --output-on-failure --timeout 200 >"$R/gpu-tests.txt" 2>&1
+  echo "$(el) $(grep 'tests passed' "$R/gpu-tests.txt")"
+  grep -E "FAILED|Failure" "$R/gpu-tests.txt" | head -20
+}
+
+# One line per summary row of each bench JSON named (relative to $R).
+gpu_bench_summary() {
+  python3 - "$R" "$@" <<'PY'
+import json, sys, os
+R = sys.argv[1]
+for f in sys.argv[2:]:
+    p = os.path.join(R, f)
+    if not os.path.exists(p): continue
+    for s in json.load(open(p))["summary"]:
+        print(f"{f[:18]:18s} {s['recipe']:12s} {s['mode']:14s} {s['layer_ms']:7.2f} ms {s['speedup_vs_bf16']:5.2f}x "
+              f"bound {s.get('bound_layer_ms') or 0:6.2f}")
+PY
+}
