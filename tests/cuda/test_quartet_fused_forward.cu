@@ -20,28 +20,13 @@
 #include "nibble/format.hpp"
 #include "nibble/quant/quantizers.hpp"
 #include "nibble/quant/reencode.hpp"
+#include "poisoned_buffer.hpp"
 
 namespace {
 
 using namespace nibble;
 
-template <class T>
-struct DeviceBuffer {
-  T* p = nullptr;
-  size_t n = 0;
-  explicit DeviceBuffer(size_t count) : n(count) {
-    NIBBLE_CUDA_CHECK(cudaMalloc(&p, count * sizeof(T) + 16));
-    NIBBLE_CUDA_CHECK(cudaMemset(p, 0xA5, count * sizeof(T) + 16));  // poison: unwritten bytes show
-  }
-  ~DeviceBuffer() { cudaFree(p); }
-  void upload(const std::vector<T>& h) { NIBBLE_CUDA_CHECK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice)); }
-  std::vector<T> download() const {
-    NIBBLE_CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<T> h(n);
-    NIBBLE_CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-  }
-};
+using test::DeviceBuffer;
 
 // Float data exactly representable in BF16 (so the BF16 and FP32 inputs carry the same values).
 std::vector<float> make_input(int64_t rows, int64_t cols, std::mt19937_64& rng) {

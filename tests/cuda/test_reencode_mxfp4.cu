@@ -16,28 +16,13 @@
 #include "nibble/cuda/reencode.hpp"
 #include "nibble/format.hpp"
 #include "nibble/quant/reencode.hpp"
+#include "poisoned_buffer.hpp"
 
 namespace {
 
 using namespace nibble;
 
-template <class T>
-struct DeviceBuffer {
-  T* p = nullptr;
-  size_t n = 0;
-  explicit DeviceBuffer(size_t count) : n(count) {
-    NIBBLE_CUDA_CHECK(cudaMalloc(&p, count * sizeof(T) + 16));
-    NIBBLE_CUDA_CHECK(cudaMemset(p, 0xA5, count * sizeof(T) + 16));  // poison: unwritten bytes show
-  }
-  ~DeviceBuffer() { cudaFree(p); }
-  void upload(const std::vector<T>& h) { NIBBLE_CUDA_CHECK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice)); }
-  std::vector<T> download() const {
-    NIBBLE_CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<T> h(n);
-    NIBBLE_CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-  }
-};
+using test::DeviceBuffer;
 
 enum RowKind { kExact, kRowSpread14, kRowSpread15, kGroupSpread14, kGroupSpread15, kWide, kSpecials, kAllZero, kKinds };
 
