@@ -110,7 +110,9 @@ bench::BenchResult run_bench(const workload::Workload& workload, const EngineOpt
                          std::to_string(options.iters) + " timed runs per row, L2 flushed between runs, median reported; "
                          "quantization and GEMM are timed separately and summed");
   if (options.te_settings_for_per_gemm) {
-    result.notes.push_back("per-gemm mode uses Transformer Engine's benchmark settings: E4M3 only, fast accumulation");
+    result.notes.push_back("per-gemm mode uses Transformer Engine's benchmark settings: E4M3 only, fast accumulation, "
+                           "every GEMM timed as a forward-layer call (fp8-block wgrad: dY^T in 128x128 blocks, not the "
+                           "recipe's 1x128)");
   }
 
   const auto layers = linear_layers(workload);
@@ -147,6 +149,7 @@ bench::BenchResult run_bench(const workload::Workload& workload, const EngineOpt
         const bool te = mode == Mode::per_gemm && options.te_settings_for_per_gemm;
         rs.e4m3_only = te;
         rs.fast_accumulation_everywhere = te;
+        rs.te_forward_layouts = te;
         rs.autotune = options.autotune;
         std::unique_ptr<LayerRunner> runner;
         std::string setup_error;

@@ -22,11 +22,16 @@ class StandardLayer final : public LayerRunner {
     x_ = make_tensor_quantizer(recipe, TensorRole::x, src.x, s.t, s.i, q, stream);
     w_ = make_tensor_quantizer(recipe, TensorRole::w, src.w, s.o, s.i, q, stream);
     dy_ = make_tensor_quantizer(recipe, TensorRole::dy, src.dy, s.t, s.o, q, stream);
+    if (recipe == "fp8-block" && st.te_forward_layouts) {
+      // The wgrad GEMM as a forward-layer call: dY^T is that call's weight, so 128x128 blocks.
+      dy_as_weight_ = make_tensor_quantizer(recipe, TensorRole::w, src.dy, s.t, s.o, q, stream);
+    }
     const int64_t out_elems = std::max({s.t * s.o, s.t * s.i, s.i * s.o});
     out_ = DeviceBuffer(out_elems * 2, "GEMM output");
   }
   void prepare(cudaStream_t stream) override {
-    for (auto* q : {x_.get(), w_.get(), dy_.get()}) {
+    for (auto* q : {x_.get(), w_.get(), dy_.get(), dy_as_weight_.get()}) {
+      if (q == nullptr) continue;
       q->run(true, true, 0, stream);
       q->settle(stream);
       if (q->bytes_moved(true, true) > 0) q->run(true, true, 0, stream);  // at the settled choice
@@ -40,6 +45,11 @@ class StandardLayer final : public LayerRunner {
       const std::string n = q->note();
       if (!n.empty()) out += (out.empty() ? "" : "; ") + std::string(roles[i]) + " " + n;
       ++i;
+    }
+    if (dy_as_weight_) {
+      out += std::string(out.empty() ? "" : "; ") +
+             "per-gemm wgrad timed as Transformer Engine's forward-layer call (dY^T in 128x128 blocks; the recipe's "
+             "real wgrad, 1x128 x 1x128, runs in the step mode)";
     }
     return out;
   }
@@ -60,7 +70,7 @@ class StandardLayer final : public LayerRunner {
         w_->run(false, true, step, stream);
       } else {
         x_->run(false, true, step, stream);
-        dy_->run(false, true, step, stream);
+        wgrad_dy().run(false, true, step, stream);
       }
     }
   }
@@ -103,14 +113,18 @@ class StandardLayer final : public LayerRunner {
     if (mode == Mode::per_gemm) {
       if (pass == Pass::fprop) return x_->bytes_moved(true, false) + w_->bytes_moved(true, false);
       if (pass == Pass::dgrad) return dy_->bytes_moved(true, false) + w_->bytes_moved(false, true);
-      return x_->bytes_moved(false, true) + dy_->bytes_moved(false, true);
+      return x_->bytes_moved(false, true) + wgrad_dy().bytes_moved(false, true);
     }
     return 0;
   }
 
  private:
+  // The quantizer whose column-wise copy the wgrad GEMM reads (and the per-gemm mode re-quantizes).
+  TensorQuantizer& wgrad_dy() const { return dy_as_weight_ ? *dy_as_weight_ : *dy_; }
+
   RunnerSettings settings_;
   std::unique_ptr<TensorQuantizer> x_, w_, dy_;
+  std::unique_ptr<TensorQuantizer> dy_as_weight_;  // fp8-block under Transformer Engine's attribution only
   DeviceBuffer out_;
 };
 

@@ -32,6 +32,9 @@ struct LayerSources {  // BF16 raw bits on the device, owned by the caller
 struct RunnerSettings {
   bool e4m3_only = false;   // Transformer Engine's settings (per-gemm compatibility mode)
   bool fast_accumulation_everywhere = false;
+  // Transformer Engine's benchmark times every GEMM as a forward-layer call: for fp8-block the wgrad
+  // GEMM then reads dY^T in 128x128 blocks (the "weight" of that call) instead of the recipe's 1x128.
+  bool te_forward_layouts = false;
   bool autotune = false;
   uint64_t seed = 0x6e69626cu;
 };
