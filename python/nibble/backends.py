@@ -1,6 +1,7 @@
 """The two ways nibble.torch quantizes: the compiled CPU reference (nibble._C) and the torch emulation.
-(The third, recipe quartet on CUDA tensors through nibble's own kernels, is nibble.quartet_cuda: it
-has its own autograd function, since its operands stay MXFP4 / E4M3 on the device.)
+(The CUDA paths through nibble's own kernels, nibble.quartet_cuda for quartet and nibble.fp8_cuda for
+fp8-current / fp8-delayed / fp8-block, have their own autograd functions, since their operands stay
+quantized on the device.)
 
 Both expose the same small interface, returning tensors on the input's device:
   plain(x, recipe, role, seed, history, rht)      -> values in the GEMM's domain (rotated where rht)

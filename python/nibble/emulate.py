@@ -56,15 +56,19 @@ def quantize_fp8_per_tensor(x, fmt, encode_scale, stochastic=False, generator=No
     return round_minifloat(x * encode_scale, fmt, stochastic, generator) * dec
 
 
+def fp8_block_scale_exponent(amax):
+    """k of an fp8-block block (s_enc = 2^k, the largest with amax 2^k <= 448); 0 for amax 0/inf/NaN."""
+    ok = _finite(amax)
+    k = floor_log2(torch.where(ok, 448.0 / torch.where(ok, amax, torch.ones_like(amax)), torch.ones_like(amax)))
+    k = torch.where(amax * torch.pow(2.0, k) > 448.0, k - 1, k).clamp(-127, 127)
+    return torch.where(ok, k, torch.zeros_like(k))
+
+
 def quantize_fp8_block(x, block_rows):
     """fp8-block: 1x128 (block_rows 1) or 128x128 blocks, E4M3, s_enc = 2^floor(log2(448/amax))."""
     r, c = x.shape
     g = x.reshape(r // block_rows, block_rows, c // 128, 128)
-    amax = g.abs().amax(dim=(1, 3), keepdim=True)
-    ok = _finite(amax)
-    k = floor_log2(torch.where(ok, 448.0 / torch.where(ok, amax, torch.ones_like(amax)), torch.ones_like(amax)))
-    k = torch.where(amax * torch.pow(2.0, k) > 448.0, k - 1, k).clamp(-127, 127)
-    k = torch.where(ok, k, torch.zeros_like(k))
+    k = fp8_block_scale_exponent(g.abs().amax(dim=(1, 3), keepdim=True))
     q = round_minifloat(g * torch.pow(2.0, k), "e4m3") * torch.pow(2.0, -k)
     return q.reshape(r, c)
 

@@ -51,6 +51,16 @@ def unavailable(options):
     return _ext_error if ext is None else unsupported_reason(ext, options)
 
 
+def unavailable_for(layer, x):
+    """Why this call of Linear(recipe="quartet") cannot run on the kernels (None when it can)."""
+    return unavailable(layer.options)
+
+
+def apply(layer, x):
+    """y = x W^T (+ b) for x [tokens, in_features] on a CUDA device (x's dtype kept into the kernels)."""
+    return QuartetCudaFunction.apply(x, layer.weight, layer.bias, layer)
+
+
 def unsupported_reason(ext, options):
     """Why this extension/options pair cannot run the CUDA path (None when it can)."""
     if ext is None:
@@ -177,24 +187,31 @@ def gemm_pair(ext, a, b, out, alpha, pass_, stream):
         args = (a.e4m3, a.set_scales, b.e4m3, b.set_scales)
         kw = dict(a_scale_mode=a.mode, b_scale_mode=b.mode, operands="emulated-exact (fp8)")
     kw.update(alpha=alpha, pass_=pass_, accumulation="split", stream=stream)
-    if out.dtype == torch.float32 and a.mode not in _NO_FP32_OUTPUT:
+    return f"{pass_} GEMM {gemm_into(ext, args, out, kw, a.mode)}{why}"
+
+
+_NO_FP32_OUTPUT = set()  # scale modes for which cuBLASLt found no FP32-output algorithm (per process)
+
+
+def gemm_into(ext, args, out, kw, key):
+    """ext.gemm_cuda(*args, out, **kw); returns "path [description]". An FP32 `out` for which cuBLASLt has
+    no FP32-output algorithm (remembered per process under `key`, the scale modes) gets a BF16 output
+    copied into it, and the label says so."""
+    if out.dtype == torch.float32 and key not in _NO_FP32_OUTPUT:
         try:
             path, desc = ext.gemm_cuda(*args, out, **kw)
-            return f"{pass_} GEMM {path} [{desc}]{why}"
+            return f"{path} [{desc}]"
         except RuntimeError as e:
             if "has no" not in str(e):
                 raise
-            _NO_FP32_OUTPUT.add(a.mode)  # no FP32-output algorithm for this scale mode: BF16 from now on
+            _NO_FP32_OUTPUT.add(key)  # no FP32-output algorithm for these scale modes: BF16 from now on
     if out.dtype == torch.float32:
         tmp = torch.empty(out.shape, dtype=torch.bfloat16, device=out.device)
         path, desc = ext.gemm_cuda(*args, tmp, **kw)
         out.copy_(tmp)
-        return f"{pass_} GEMM {path} [{desc}; cuBLASLt has no FP32 output here: BF16 output]{why}"
+        return f"{path} [{desc}; cuBLASLt has no FP32 output here: BF16 output]"
     path, desc = ext.gemm_cuda(*args, out, **kw)
-    return f"{pass_} GEMM {path} [{desc}]{why}"
-
-
-_NO_FP32_OUTPUT = set()  # scale modes for which cuBLASLt found no FP32-output algorithm (per process)
+    return f"{path} [{desc}]"
 
 
 def forward(ext, x, w, options, stream):

@@ -21,6 +21,7 @@ _ROLE_INDEX = {"x": 0, "w": 1, "dy": 2}
 _BLOCK_ALONG_K = {"bf16": 1, "fp8-delayed": 1, "fp8-current": 1, "fp8-block": 128, "mxfp8": 32, "mxfp4": 32,
                   "nvfp4": 16, "quartet": 32}
 BACKENDS = ("auto", "reference", "emulated", "cuda")
+CUDA_RECIPES = ("quartet", "fp8-current", "fp8-delayed", "fp8-block")  # on nibble's kernels (backend cuda)
 _WARNED_CUDA_FALLBACK = set()
 _DEFAULTS = dict(backward_rounding="nearest", hadamard_size=32, rotate=True, forward_quantizer="quest",
                  mx_scale_rule="ocp", margin=0, window=1024, backend="auto", check_finite=True)
@@ -108,8 +109,9 @@ class Linear(nn.Module):
     recipe_options: backward_rounding (quartet: nearest | stochastic), hadamard_size (16/32/64/128),
     rotate (bool), forward_quantizer (quest | absmax), mx_scale_rule (ocp | round-up), margin and window
     (fp8-delayed), backend (auto | reference | emulated | cuda; auto = reference on CPU tensors; on CUDA
-    tensors cuda = nibble's own kernels and cuBLASLt for recipe quartet (nibble.quartet_cuda; auto falls
-    back to emulated with a warning when the extension lacks them), emulated for the other recipes),
+    tensors cuda = nibble's own kernels and cuBLASLt for the recipes CUDA_RECIPES (nibble.quartet_cuda,
+    nibble.fp8_cuda; auto falls back to emulated with a warning when the extension lacks them or the shape
+    does not fit them), emulated for the other recipes),
     check_finite (raise NonFiniteError naming step and layer). Buffers (in the state_dict):
     amax_history [3, window] (roles x, w, dy; newest last), amax_filled [3], step, seed.
     """
@@ -127,9 +129,15 @@ class Linear(nn.Module):
             raise ValueError("backward_rounding must be nearest or stochastic")
         if self.options["backend"] not in BACKENDS:
             raise ValueError(f"backend {self.options['backend']!r} is unknown; valid: {', '.join(BACKENDS)}")
+        if self.options["backend"] == "cuda" and recipe not in CUDA_RECIPES:
+            raise ValueError(f"backend 'cuda' runs recipes {', '.join(CUDA_RECIPES)} on nibble's kernels; recipe "
+                             f"{recipe} on CUDA tensors runs the torch emulation (backend 'auto' or 'emulated')")
         if self.options["backend"] == "cuda" and recipe != "quartet":
-            raise ValueError(f"backend 'cuda' runs recipe quartet only; recipe {recipe} on CUDA tensors runs the "
-                             "torch emulation (backend 'auto' or 'emulated')")
+            for name, n in (("in_features", in_features), ("out_features", out_features)):
+                if n % 16:
+                    raise ValueError(f"backend 'cuda' (recipe {recipe}): {name} {n} is not a multiple of 16, which "
+                                     "nibble's FP8 kernels and cuBLASLt's FP8 GEMMs need; pad it, or use backend "
+                                     "'auto' (the torch emulation for this layer)")
         blk = max(_BLOCK_ALONG_K[recipe], self.options["hadamard_size"] if recipe == "quartet" else 1)
         for name, n in (("in_features", in_features), ("out_features", out_features)):
             if n % blk:
@@ -172,26 +180,31 @@ class Linear(nn.Module):
         return backends.ReferenceBackend(self._ext, self.options)
 
     def _cuda_kernels(self, x):
-        """True when this call runs nibble's CUDA kernels (nibble.quartet_cuda): recipe quartet on a CUDA
-        tensor with backend cuda, or auto when the extension has them (else auto warns and emulates)."""
+        """The module that runs this call on nibble's CUDA kernels (nibble.quartet_cuda for quartet,
+        nibble.fp8_cuda for the fp8 recipes), or None: a recipe of CUDA_RECIPES on a CUDA tensor with
+        backend cuda, or auto when the extension has the kernels and the shape fits them (else auto warns
+        once per reason and emulates, and cuda raises)."""
         choice = self.options["backend"]
         if choice == "cuda" and x.device.type != "cuda":
             raise ValueError(f"layer '{self.layer_name or 'Linear'}': backend 'cuda' needs CUDA tensors, got "
                              f"{x.device.type}; use backend 'auto' or 'reference' for CPU tensors")
-        if self.recipe != "quartet" or x.device.type != "cuda" or choice not in ("auto", "cuda"):
-            return False
-        from . import quartet_cuda
-        reason = quartet_cuda.unavailable(self.options)
+        self._cuda_fallback = None
+        if self.recipe not in CUDA_RECIPES or x.device.type != "cuda" or choice not in ("auto", "cuda"):
+            return None
+        from . import fp8_cuda, quartet_cuda
+        module = quartet_cuda if self.recipe == "quartet" else fp8_cuda
+        reason = module.unavailable_for(self, x)
         if reason is None:
-            return True
+            return module
         if choice == "cuda":
             raise RuntimeError(f"layer '{self.layer_name or 'Linear'}': backend 'cuda' cannot run: {reason}")
         self._cuda_fallback = reason  # appended to last_path
-        if reason not in _WARNED_CUDA_FALLBACK:  # once per process and reason, not once per layer
-            _WARNED_CUDA_FALLBACK.add(reason)
-            warnings.warn(f"nibble: quartet layers on CUDA tensors run the torch emulation, not nibble's kernels "
-                          f"(first: layer '{self.layer_name or 'Linear'}'): {reason}", RuntimeWarning, stacklevel=3)
-        return False
+        if (self.recipe, reason) not in _WARNED_CUDA_FALLBACK:  # once per process and reason, not once per layer
+            _WARNED_CUDA_FALLBACK.add((self.recipe, reason))
+            warnings.warn(f"nibble: {self.recipe} layers on CUDA tensors run the torch emulation, not nibble's "
+                          f"kernels (first: layer '{self.layer_name or 'Linear'}'): {reason}", RuntimeWarning,
+                          stacklevel=3)
+        return None
 
     def _quantize(self, be, x, role, idx, seed=0, rht=False):
         history = None
@@ -228,7 +241,7 @@ class Linear(nn.Module):
         where = ("already non-finite on entry: " + ", ".join(f"{c}, {origin[c.split(' (')[0]]}" for c in came)
                  if came else "its inputs were finite, so they first appeared in this layer's quantize/GEMM: "
                  + ", ".join(made))
-        step = int(self.step) if step is None else step  # backward: the step of its forward
+        step = int(self.step if step is None else step)  # backward: the step of its forward
         raise NonFiniteError(f"step {step}: non-finite values (NaN/inf) at layer '{self.layer_name or 'Linear'}' "
                              f"(recipe {self.recipe}, path {self.last_path}): {where}")
 
@@ -239,13 +252,13 @@ class Linear(nn.Module):
                 and torch.is_grad_enabled() and x2.shape[0] % _BLOCK_ALONG_K[self.recipe]:
             raise ValueError(f"layer '{self.layer_name}': {x2.shape[0]} tokens is not a multiple of "
                              f"{_BLOCK_ALONG_K[self.recipe]}, the block size of the wgrad GEMM's inner dimension")
-        if self._cuda_kernels(x2):
-            from . import quartet_cuda  # keeps x's dtype (float32 / bfloat16) into the kernels
-            y = quartet_cuda.QuartetCudaFunction.apply(x2, self.weight, self.bias, self)
+        cuda_module = self._cuda_kernels(x2)
+        if cuda_module is not None:
+            y = cuda_module.apply(self, x2)  # keeps x's dtype into the kernels
         else:
             y = _RecipeLinearFunction.apply(x2.contiguous().float(), self.weight.float(),
                                             None if self.bias is None else self.bias.float(), self)
-            if getattr(self, "_cuda_fallback", None) and self.recipe == "quartet" and x2.device.type == "cuda":
+            if getattr(self, "_cuda_fallback", None):
                 self.last_path += f" (nibble CUDA kernels not used: {self._cuda_fallback})"
         if self.training:
             with torch.no_grad():

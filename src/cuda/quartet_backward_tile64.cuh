@@ -136,8 +136,9 @@ __global__ void __launch_bounds__(kThreads)
     // Column c's 32-row half h is one group of the transposed tensor (row col0 + c, columns row0 + 32h..).
     const int c = warp * 16 + lane / 2, h = lane % 2;
     if (c < e.cols && h * 32 < e.rows) {
+      const float* col = smem + at(h * 32, c);  // rows h*32 + i lie kStride floats apart
 #pragma unroll
-      for (int i = 0; i < 32; ++i) v[i] = smem[at(h * 32 + i, c)];
+      for (int i = 0; i < 32; ++i) v[i] = col[i * kStride];
       rotate_signed<R, 32>(v, signs);
       quantize_store_group<kSr>(v, key, (col0 + c) * rows + row0 + h * 32, colwise.codes, colwise.scales);
     }

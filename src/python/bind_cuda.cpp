@@ -28,7 +28,6 @@ namespace nibble::python {
 
 namespace {
 namespace nc = nibble::cuda;
-using OptArray = std::optional<Array>;
 
 static_assert(sizeof(nc::ReencodeViolations) == 2 * sizeof(int), "violations are passed as an int32[2] tensor");
 
@@ -63,18 +62,6 @@ void check_planes(const char* fn, const char* codes_name, const Array& codes, co
                   const Array& scales, int64_t rows, int64_t cols) {
   ArgCheck(fn, codes_name, codes).dtype({Elem::u8}).shape({rows, cols / 2}).dense();
   ArgCheck(fn, scales_name, scales).dtype({Elem::u8}).shape({rows, cols / 32}).dense(1);
-}
-
-uint8_t* bytes(const Array& a) { return static_cast<uint8_t*>(a.data()); }
-uint8_t* bytes(const OptArray& a) { return a ? static_cast<uint8_t*>(a->data()) : nullptr; }
-
-// The device check of every argument, after all the others (cuda_args.hpp).
-void on_cuda(const char* fn, std::initializer_list<std::pair<const char*, const Array*>> args,
-             std::initializer_list<std::pair<const char*, const OptArray*>> optional = {}) {
-  for (const auto& [name, a] : args) ArgCheck(fn, name, *a).cuda();
-  for (const auto& [name, a] : optional) {
-    if (*a) ArgCheck(fn, name, **a).cuda();
-  }
 }
 
 std::string quartet_forward_e4m3(const Array& x, const Array& e4m3, const Array& row_scales, const OptArray& codes,

@@ -10,8 +10,10 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace nibble::python {
@@ -19,6 +21,7 @@ namespace nibble::python {
 namespace nb = nanobind;
 
 using Array = nb::ndarray<>;
+using OptArray = std::optional<Array>;
 
 enum class Elem { u8, i32, f32, bf16 };
 
@@ -27,7 +30,8 @@ inline bool is_elem(const nb::dlpack::dtype& d, Elem e) {
   const auto code = static_cast<C>(d.code);
   if (d.lanes != 1) return false;
   switch (e) {
-    case Elem::u8: return d.bits == 8 && (code == C::UInt || code == C::Float8_E4M3FN);  // raw bytes
+    case Elem::u8:  // raw bytes (torch.uint8, or torch's float8 dtypes holding the same codes)
+      return d.bits == 8 && (code == C::UInt || code == C::Float8_E4M3FN || code == C::Float8_E5M2);
     case Elem::i32: return d.bits == 32 && code == C::Int;
     case Elem::f32: return d.bits == 32 && code == C::Float;
     case Elem::bf16: return d.bits == 16 && (code == C::Bfloat || code == C::UInt);  // torch.bfloat16 or its uint16 bits
@@ -146,5 +150,19 @@ class ArgCheck {
 };
 
 inline cudaStream_t as_stream(uintptr_t s) { return reinterpret_cast<cudaStream_t>(s); }
+
+// The device check of every argument of one call, after all the others (so CPU tests reach the rest).
+inline void on_cuda(const char* fn, std::initializer_list<std::pair<const char*, const Array*>> args,
+                    std::initializer_list<std::pair<const char*, const OptArray*>> optional = {}) {
+  for (const auto& [name, a] : args) ArgCheck(fn, name, *a).cuda();
+  for (const auto& [name, a] : optional) {
+    if (*a) ArgCheck(fn, name, **a).cuda();
+  }
+}
+
+inline uint8_t* bytes(const Array& a) { return static_cast<uint8_t*>(a.data()); }
+inline uint8_t* bytes(const OptArray& a) { return a ? static_cast<uint8_t*>(a->data()) : nullptr; }
+inline float* floats(const Array& a) { return static_cast<float*>(a.data()); }
+inline float* floats(const OptArray& a) { return a ? static_cast<float*>(a->data()) : nullptr; }
 
 }  // namespace nibble::python

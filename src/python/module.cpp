@@ -8,6 +8,7 @@ namespace nibble::python {
 void bind_quant(nb::module_& m);
 #ifdef NIBBLE_HAVE_CUDA
 void bind_cuda(nb::module_& m);
+void bind_cuda_fp8(nb::module_& m);
 #endif
 }  // namespace nibble::python
 
@@ -17,6 +18,7 @@ NB_MODULE(_C, m) {
 #ifdef NIBBLE_HAVE_CUDA
   m.attr("has_cuda") = true;
   nibble::python::bind_cuda(m);
+  nibble::python::bind_cuda_fp8(m);
 #else
   m.attr("has_cuda") = false;
 #endif

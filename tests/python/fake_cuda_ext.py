@@ -1,14 +1,21 @@
 """A stand-in for the CUDA entry points of nibble._C, built on the CPU reference, so the Python side of
-the CUDA backend (nibble.quartet_cuda: which planes feed which GEMM, seeds, masks, violation counts,
-the re-encode / decode fallbacks) is tested on machines without a GPU.
+the CUDA backends (nibble.quartet_cuda: which planes feed which GEMM, seeds, masks, violation counts,
+the re-encode / decode fallbacks; nibble.fp8_cuda: which copies, formats, scales and amax histories
+feed which GEMM) is tested on machines without a GPU.
 
-It is NOT a model of the kernels' bits: a plane's values live in a side table keyed by its codes
-tensor (the uint8 bytes themselves stay unwritten), the trust mask is packed for real (so passing the
-wrong mask to an epilogue shows), GEMMs run in float64, and block exponents come from each 32-group's
-amax (exact enough for the test inputs, whose spreads are far from the 14-binade limit).
+It is NOT a model of the kernels' bits: a plane's or an FP8 copy's values live in a side table keyed by
+its codes tensor (the uint8 bytes themselves stay unwritten), GEMMs run in float64. What is real: the
+trust mask is packed (so passing the wrong mask to an epilogue shows); FP8 copies hold their unscaled
+codes while the scales (per-tensor s_enc / s_dec / amax, fp8-block scales in cuBLASLt's VEC128 and
+BLK128x128 layouts) and the amax history are written into the caller's tensors, and the GEMM multiplies
+the scales it is given back in, so a wrong scale, layout, format or copy changes the result. Quartet's
+block exponents come from each 32-group's amax (exact enough for the test inputs, whose spreads are far
+from the 14-binade limit).
 """
 import numpy as np
 import torch
+
+from nibble import emulate
 
 QUARTET_RESCALE = 16.0 / 9.0
 
@@ -41,17 +48,52 @@ def _violations(v, sets_of):
     return int(((hi - lo) > 14).sum())
 
 
+FP8_MAX = {"e4m3": 448.0, "e5m2": 57344.0}
+FP8_ROLE = {"e4m3": "x", "e5m2": "dy"}  # the reference's hybrid rule picks the format by role
+BLOCK_MODES = ("vec128", "blk128x128")
+
+
+def same(a, b):
+    """Equal element by element, NaN matching NaN."""
+    return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
+
+
+def scale_index(mode, rows, k):
+    """[rows, k] index into the FP32 scale buffer of a GEMM operand [rows, k] (src/cuda scale_layout.hpp)."""
+    r = torch.arange(rows).reshape(rows, 1)
+    kk = torch.arange(k).reshape(1, k)
+    if mode == "per_tensor":
+        return torch.zeros(rows, k, dtype=torch.long)
+    if mode == "vec128":
+        return (kk // 128) * ((rows + 3) // 4 * 4) + r
+    assert mode == "blk128x128", mode
+    return (r // 128) * (((k + 127) // 128 + 3) // 4 * 4) + kk // 128
+
+
+def scale_count(mode, rows, k):
+    return {"per_tensor": 1, "vec128": (k + 127) // 128 * ((rows + 3) // 4 * 4),
+            "blk128x128": (rows + 127) // 128 * (((k + 127) // 128 + 3) // 4 * 4)}[mode]
+
+
 class FakeCudaExt:
     has_cuda = True
 
     def __init__(self, ext):
         self.ref = ext  # the real extension (its CPU reference)
         self.values = {}  # data_ptr of a codes / e4m3 / bf16 tensor -> float32 values it stands for
+        self.fp8 = {}  # data_ptr of an FP8 copy -> (its unscaled codes as float32, format)
+        self.scale_source = {}  # data_ptr of an s_enc written by update_fp8_delayed_scale -> (history, margin)
         self.calls = []
+        self.gemms = []  # keyword arguments of every gemm_cuda call
         self.refuse_fp32_output = False  # act like a cuBLASLt without FP32-output FP8 algorithms
 
     def _put(self, t, v):
+        self.fp8.pop(t.data_ptr(), None)  # torch reuses freed addresses: one side table per address
         self.values[t.data_ptr()] = v
+
+    def _put_fp8(self, t, codes, fmt):
+        self.values.pop(t.data_ptr(), None)
+        self.fp8[t.data_ptr()] = (codes, fmt)
 
     def _get(self, t, what):
         assert t.data_ptr() in self.values, f"{what} read before any kernel wrote it"
@@ -130,15 +172,143 @@ class FakeCudaExt:
         out.copy_(torch.from_numpy(r).to(out.dtype))
         return "fake epilogue"
 
+    # ---- FP8 recipes (bind_cuda_fp8.cpp) -------------------------------------------------------------
+
+    def _copies(self, codes, fmt, rowwise, colwise):
+        if rowwise is not None:
+            assert tuple(rowwise.shape) == tuple(codes.shape) and rowwise.dtype == torch.uint8
+            self._put_fp8(rowwise, codes, fmt)
+        if colwise is not None:
+            assert tuple(colwise.shape) == tuple(codes.shape[::-1]) and colwise.dtype == torch.uint8
+            self._put_fp8(colwise, codes.t().contiguous(), fmt)
+        return "+".join(n for n, c in (("row", rowwise), ("col", colwise)) if c is not None)
+
+    def _per_tensor(self, x, recipe, fmt, rowwise, colwise, **kw):
+        """The reference's quantization of x; its unscaled codes into the copies. Returns the reference dict."""
+        assert x.dtype == torch.bfloat16, "the FP8 kernels read BF16"
+        d = self.ref.quantize(_np(x), recipe, FP8_ROLE[fmt], **kw)
+        values, s_dec = torch.from_numpy(np.array(d["values"])), torch.tensor(d["tensor_scale"], dtype=torch.float32)
+        codes = emulate.round_minifloat((values.double() / float(s_dec)).float(), fmt)
+        assert same(codes * s_dec, values), "unscaled codes not recovered"
+        self.calls[-1] += " " + self._copies(codes, fmt, rowwise, colwise)
+        return d
+
+    def amax_bf16_cuda(self, x, amax, *, stream):
+        self.calls.append("amax")
+        amax[0] = self.ref.quantize(_np(x), "fp8-current", "x")["amax"]
+        return "fake amax"
+
+    def quantize_fp8_current_cuda(self, x, rowwise, colwise, amax, scale, scale_inv, *, format, single_launch=False,
+                                  stream=0):
+        self.calls.append(f"fp8-current {format}")
+        d = self._per_tensor(x, "fp8-current", format, rowwise, colwise)
+        amax[0] = d["amax"]
+        scale[0] = emulate.per_tensor_encode_scale(FP8_MAX[format], d["amax"])
+        scale_inv[0] = d["tensor_scale"]
+        return "fake fp8-current two launches"
+
+    def update_fp8_delayed_scale_cuda(self, amax_history, scale, scale_inv, *, step, format, margin=0, stream=0):
+        self.calls.append(f"update window {amax_history.numel()}")
+        h = amax_history.clone()
+        h = torch.where(torch.isfinite(h), h, torch.zeros_like(h))  # non-finite amaxes count as 0
+        scale[0] = s = emulate.per_tensor_encode_scale(FP8_MAX[format], h.max(), margin)
+        scale_inv[0] = 1.0 / s
+        self.scale_source[scale.data_ptr()] = (h, margin)
+        amax_history[(step + 1) % amax_history.numel()] = 0.0
+        return "fake update"
+
+    def _cast_with(self, x, scale, scale_inv, rowwise, colwise, fmt):
+        assert scale.data_ptr() in self.scale_source, "s_enc read before update_fp8_delayed_scale wrote it"
+        h, margin = self.scale_source[scale.data_ptr()]
+        d = self._per_tensor(x, "fp8-delayed", fmt, rowwise, colwise, margin=margin, amax_history=h.numpy(),
+                             window=h.numel())
+        if scale_inv is not None:  # the fake's update and the reference agree on the scale
+            assert float(scale_inv[0]) == float(d["tensor_scale"]), (float(scale_inv[0]), d["tensor_scale"])
+        return d
+
+    def quantize_fp8_delayed_cuda(self, x, amax_history, scale, scale_inv, rowwise=None, colwise=None, *, step, format,
+                                  stream=0):
+        self.calls.append(f"fp8-delayed {format}")
+        d = self._cast_with(x, scale, scale_inv, rowwise, colwise, format)
+        slot = step % amax_history.numel()
+        amax_history[slot] = max(float(amax_history[slot]), d["amax"])  # the kernel's atomic max
+        return "fake fp8-delayed single pass"
+
+    def cast_transpose_fp8_cuda(self, x, scale, rowwise=None, colwise=None, amax_record=None, *, format, stream=0):
+        self.calls.append(f"cast {format}")
+        d = self._cast_with(x, scale, None, rowwise, colwise, format)
+        if amax_record is not None:
+            amax_record[0] = max(float(amax_record[0]), d["amax"])
+        return "fake cast_transpose"
+
+    def fp8_block_scale_count(self, block, rows, cols, copy="rowwise", layout="cublaslt"):
+        assert layout == "cublaslt"
+        r, k = (cols, rows) if copy == "colwise" else (rows, cols)
+        return scale_count("blk128x128" if block == "128x128" else "vec128", r, k)
+
+    def _block(self, x, block, rowwise, colwise, srow, scol, layout):
+        assert x.dtype == torch.bfloat16 and layout == "cublaslt"
+        self.calls.append(f"fp8-block {block}")
+        mode, role, br = ("blk128x128", "w", 128) if block == "128x128" else ("vec128", "x", 1)
+        done = []
+        for name, copy, scales, src in (("row", rowwise, srow, x.float()), ("col", colwise, scol, x.float().t())):
+            if copy is None:
+                continue
+            src = src.contiguous()
+            rows, k = src.shape
+            values = torch.from_numpy(np.array(self.ref.quantize(src.numpy(), "fp8-block", role)["values"]))
+            amax = src.reshape(rows // br, br, k // 128, 128).abs().amax(dim=(1, 3))
+            e = emulate.fp8_block_scale_exponent(amax).repeat_interleave(br, 0).repeat_interleave(128, 1)
+            codes = values * torch.pow(2.0, e)  # exact: powers of two
+            assert same(emulate.round_minifloat(codes, "e4m3"), codes), "block exponents differ from the reference's"
+            assert scales.numel() == scale_count(mode, rows, k)
+            scales[scale_index(mode, rows, k).reshape(-1)] = torch.pow(2.0, -e).reshape(-1)
+            self._put_fp8(copy, codes, "e4m3")
+            done.append(name)
+        self.calls[-1] += " " + "+".join(done)
+        return f"fake fp8-block {block}"
+
+    def quantize_fp8_block_1x128_cuda(self, x, rowwise, colwise, scale_inv_rowwise, scale_inv_colwise, *,
+                                      layout="cublaslt", stream=0):
+        return self._block(x, "1x128", rowwise, colwise, scale_inv_rowwise, scale_inv_colwise, layout)
+
+    def quantize_fp8_block_128x128_cuda(self, x, rowwise, colwise, scale_inv_rowwise, scale_inv_colwise, *,
+                                        layout="cublaslt", stream=0):
+        return self._block(x, "128x128", rowwise, colwise, scale_inv_rowwise, scale_inv_colwise, layout)
+
+    def _fp8_operand(self, t, scale, dtype, mode, what):
+        codes, fmt = self.fp8[t.data_ptr()]
+        assert fmt == dtype, f"{what} is passed as {dtype} but holds {fmt} codes"
+        assert tuple(codes.shape) == tuple(t.shape), what
+        rows, k = t.shape
+        assert scale.numel() == scale_count(mode, rows, k), f"{what}: {scale.numel()} scales for mode {mode}"
+        return codes * scale.reshape(-1)[scale_index(mode, rows, k)]  # float32, as the reference decodes
+
+    # ---- GEMM ------------------------------------------------------------------------------------------
+
     def gemm_cuda(self, a, a_scale, b, b_scale, out, *, a_dtype="e4m3", b_dtype="e4m3", a_scale_mode="outer_vec",
                   b_scale_mode="outer_vec", alpha=1.0, pass_="fprop", accumulation="split",
                   operands="emulated-exact (fp8)", stream=0):
         self.calls.append(f"gemm {pass_} {a_scale_mode}x{b_scale_mode}")
-        assert a_scale_mode == b_scale_mode, "cuBLASLt needs matching scale modes"
+        self.gemms.append(dict(pass_=pass_, a_dtype=a_dtype, b_dtype=b_dtype, a_scale_mode=a_scale_mode,
+                               b_scale_mode=b_scale_mode, accumulation=accumulation, operands=operands,
+                               out_dtype=out.dtype))
+        # cuBLASLt's rules (src/cuda/gemm_validate.cpp).
+        if a_scale_mode in BLOCK_MODES or b_scale_mode in BLOCK_MODES:
+            assert a_scale_mode in BLOCK_MODES and b_scale_mode in BLOCK_MODES, "a block mode needs a block partner"
+            assert (a_scale_mode, b_scale_mode) != ("blk128x128",) * 2, "no 128x128 x 128x128 on Hopper"
+            assert accumulation != "fast", "block-scaled modes always accumulate split"
+        else:
+            assert a_scale_mode == b_scale_mode, "cuBLASLt needs matching scale modes"
+        assert (a_dtype, b_dtype) != ("e5m2", "e5m2"), "no E5M2 x E5M2 GEMM"
+        assert tuple(a.shape)[1] == tuple(b.shape)[1], "A and B need the same K"
         if self.refuse_fp32_output and out.dtype == torch.float32 and a_dtype != "bf16":
             raise RuntimeError("gemm: cuBLASLt (version 0) has no algorithm for this problem (fake)")
         if a_dtype == "bf16":
             va, vb = a.float(), b.float()
+        elif a.data_ptr() in self.fp8:
+            va = self._fp8_operand(a, a_scale, a_dtype, a_scale_mode, "GEMM A")
+            vb = self._fp8_operand(b, b_scale, b_dtype, b_scale_mode, "GEMM B")
         else:
             va, vb = self._get(a, "GEMM A"), self._get(b, "GEMM B")
             assert a_scale.numel() == self.reencode_scale_count("row" if a_scale_mode == "outer_vec" else "group128",
@@ -146,6 +316,9 @@ class FakeCudaExt:
         assert tuple(out.shape) == (a.shape[0], b.shape[0])
         out.copy_((alpha * (va.double() @ vb.double().t())).to(out.dtype))
         return operands, f"fake {a_dtype} {a_scale_mode}"
+
+
+COUNTS = ("reencode_scale_count", "fp8_block_scale_count")  # host-only helpers: the real ones answer too
 
 
 class CheckedFakeExt(FakeCudaExt):
@@ -159,12 +332,12 @@ class CheckedFakeExt(FakeCudaExt):
 
     def __getattribute__(self, name):
         fake = super().__getattribute__(name)
-        if not name.endswith("_cuda") and name != "reencode_scale_count":
+        if not name.endswith("_cuda") and name not in COUNTS:
             return fake
         real = getattr(super().__getattribute__("ref"), name)
 
         def checked(*args, **kwargs):
-            if name == "reencode_scale_count":
+            if name in COUNTS:
                 assert real(*args, **kwargs) == fake(*args, **kwargs)
                 return fake(*args, **kwargs)
             try:

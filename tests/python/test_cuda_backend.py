@@ -95,7 +95,7 @@ def test_cuda_bindings_check_arguments_before_the_device(ext):
 def test_backend_selection_errors():
     with pytest.raises(ValueError, match="backend 'gpu' is unknown"):
         nt.Linear(64, 64, backend="gpu")
-    with pytest.raises(ValueError, match="backend 'cuda' runs recipe quartet only"):
+    with pytest.raises(ValueError, match="backend 'cuda' runs recipes quartet, fp8-current, fp8-delayed, fp8-block"):
         nt.Linear(64, 64, recipe="mxfp4", backend="cuda")
     with pytest.raises(ValueError, match="backend 'cuda' needs CUDA tensors, got cpu"):
         nt.Linear(64, 64, recipe="quartet", backend="cuda")(torch.randn(32, 64))
@@ -310,11 +310,14 @@ def test_gpu_violating_rows_take_the_exact_fallbacks(pattern, expect, rng, cuda_
     assert rel(dx, dx_r) < tight and rel(dw, dw_r) < tight, (rel(dx, dx_r), rel(dw, dw_r))
 
 
-def test_gpu_auto_picks_cuda_for_quartet_only(rng, cuda_ext):
+def test_gpu_auto_picks_cuda_for_the_kernel_recipes(rng, cuda_ext):
     x = randn(rng, 64, 128).cuda()
     q = nt.Linear(128, 64, recipe="quartet", device="cuda")
     q(x)
     assert q.last_path.startswith("cuda quartet forward")
+    f = nt.Linear(128, 64, recipe="fp8-current", device="cuda")
+    f(x)
+    assert f.last_path.startswith("cuda fp8-current forward")
     m = nt.Linear(128, 64, recipe="mxfp4", device="cuda")
     m(x)
     assert m.last_path.startswith("torch-emulated")
