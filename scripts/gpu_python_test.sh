@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build nibble._C WITH its CUDA entry points for python3 (torch cu130,
 # nanobind, cmake + ninja; no network needed) in ./build-py-gpu, run the whole Python suite
-# (tests/python: CPU tests + the GPU tests of the cuda backend), then a short smoke run of one
-# Quartet layer (paths and ms per training step, cuda backend vs torch emulation). Hard limit:
+# (tests/python: CPU tests + the GPU tests of the cuda backend: test_cuda_backend.py for quartet,
+# test_cuda_fp8_backend.py for fp8-current / fp8-delayed / fp8-block), then a short smoke run of one
+# layer per kernel recipe (paths and ms per training step, cuda backend vs torch emulation). Hard limit:
 # DEADLINE seconds (default 175) for everything; each stage gets what is left.
 # Usage: bash scripts/gpu_python_test.sh [pytest args...]
 # Env: PYTHON (default python3), NIBBLE_PY_BUILD (default build-py-gpu), JOBS (16), DEADLINE (175),
@@ -65,7 +66,7 @@ timeout -k 5 "$tt" "$PY" -m pytest -q -p no:cacheprovider -o addopts="" -rA ${pe
 trc=$?
 tests_log=$logdir/python-gpu-tests.txt
 echo "GPU tests (test_gpu_*): $(grep -cE '^PASSED .*::test_gpu_' "$tests_log") passed, $(grep -cE \
-  '^(FAILED|ERROR) .*::test_gpu_' "$tests_log") failed, $(grep -E '^SKIPPED' "$tests_log" | grep -c 'test_cuda_backend') skip lines in test_cuda_backend.py"
+  '^(FAILED|ERROR) .*::test_gpu_' "$tests_log") failed, $(grep -E '^SKIPPED' "$tests_log" | grep -c 'test_cuda_backend') skip lines in test_cuda_backend.py, $(grep -E '^SKIPPED' "$tests_log" | grep -c 'test_cuda_fp8_backend') in test_cuda_fp8_backend.py"
 grep -E "^(FAILED|ERROR) " "$tests_log" | head -20
 grep -E "^SKIPPED" "$tests_log" | head -8
 tail -1 "$tests_log"
@@ -76,32 +77,35 @@ fi
 
 # Smoke: one layer, its paths, and ms per forward+backward (cuda backend vs emulation), if time is left.
 if [ "$(left)" -gt 8 ] && [ $trc != 124 ]; then
-  timeout -k 2 "$(( $(left) - 3 ))" "$PY" - <<'EOF' 2>&1 | tail -8
+  timeout -k 2 "$(( $(left) - 3 ))" "$PY" - <<'EOF' 2>&1 | tail -24
 import time, torch, nibble.torch as nt
 if not torch.cuda.is_available():
     raise SystemExit("smoke: no GPU")
 t, i, o = 8192, 4096, 4096
 x = torch.randn(t, i, device="cuda", dtype=torch.bfloat16, requires_grad=True)
 gy = torch.randn(t, o, device="cuda", dtype=torch.bfloat16)
-ys = {}
-for be in ("cuda", "emulated"):
-    layer = nt.Linear(i, o, recipe="quartet", backend=be, device="cuda", dtype=torch.bfloat16, seed=1)
-    with torch.no_grad():
-        layer.weight.copy_(torch.randn(o, i, generator=torch.Generator().manual_seed(0)).mul_(0.02))
-    for n in (2, 5):  # warm-up, then timed
-        torch.cuda.synchronize(); s = time.perf_counter()
-        for _ in range(n):
-            x.grad = layer.weight.grad = None
-            y = layer(x)
-            y.backward(gy)
-        torch.cuda.synchronize()
-    ys[be] = y.detach().float()
-    print(f"smoke {be:8s} {t}x{i}x{o} bf16: {1e3 * (time.perf_counter() - s) / 5:7.2f} ms per forward+backward")
-    if be == "cuda":
-        print("  last_path:", layer.last_path)
-        print("  last_backward_path:", layer.last_backward_path)
-d = float((ys["cuda"] - ys["emulated"]).norm() / ys["emulated"].norm())
-print(f"smoke: forward outputs cuda vs emulated differ by {d:.2e} (relative; the emulation's Hadamard is a matmul)")
+for recipe in ("quartet", "fp8-current", "fp8-delayed", "fp8-block"):
+    ys = {}
+    for be in ("cuda", "emulated"):
+        layer = nt.Linear(i, o, recipe=recipe, backend=be, device="cuda", dtype=torch.bfloat16, seed=1)
+        with torch.no_grad():
+            layer.weight.copy_(torch.randn(o, i, generator=torch.Generator().manual_seed(0)).mul_(0.02))
+        for n in (2, 5):  # warm-up, then timed
+            torch.cuda.synchronize(); s = time.perf_counter()
+            for _ in range(n):
+                x.grad = layer.weight.grad = None
+                y = layer(x)
+                y.backward(gy)
+            torch.cuda.synchronize()
+        ys[be] = y.detach().float()
+        print(f"smoke {recipe:11s} {be:8s} {t}x{i}x{o} bf16: {1e3 * (time.perf_counter() - s) / 5:7.2f} ms per "
+              "forward+backward")
+        if be == "cuda":
+            print("  last_path:", layer.last_path)
+            print("  last_backward_path:", layer.last_backward_path)
+    d = float((ys["cuda"] - ys["emulated"]).norm() / ys["emulated"].norm())
+    print(f"smoke {recipe}: forward outputs cuda vs emulated differ by {d:.2e} (relative; quartet's emulated "
+          "Hadamard is a matmul, fp8 differs by accumulation only)")
 EOF
 fi
 [ $trc = 0 ] && finish "OK" 0

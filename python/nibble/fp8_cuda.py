@@ -1,0 +1,233 @@
+"""fp8-current, fp8-delayed and fp8-block on CUDA tensors through nibble's own kernels and cuBLASLt
+(the CUDA build of nibble._C: src/python/bind_cuda_fp8.cpp, and gemm_cuda).
+
+The GPU half of nibble.torch.Linear for those recipes; the calls of src/engine/tensor_quantizer_fp8.cu:
+  fprop: X and W are each quantized in one pass into the row-wise copy (fprop) and, when a gradient will
+         need it, the column-wise copy (X^T for wgrad, W^T for dgrad); Y = GEMM(X, W)
+  dgrad: dY is quantized in one pass into dY (row-wise, when dX is needed) and dY^T (column-wise, when
+         dW is); dX = GEMM(dY, W^T)
+  wgrad: dW = GEMM(dY^T, X^T)
+Recipes (SPEC 2, the same rules as the reference backend):
+  fp8-current  per tensor, hybrid (E4M3 X and W, E5M2 dY): the amax pass, then the cast pass deriving
+               s_enc = fmax / amax on the device (two launches, no host round trip)
+  fp8-delayed  per tensor, hybrid: s_enc from the module's amax history (its amax_history / amax_filled
+               buffers, newest last, the state_dict format every backend shares), then one cast pass that
+               records this step's amax into the history. An empty history uses the tensor's own amax;
+               evaluation passes read X's and W's histories without adding to them (dY always records).
+  fp8-block    E4M3, 1x128 blocks for X and dY (VEC128 scales), 128x128 blocks for W (BLK128x128). The
+               column-wise copies are blocked along the transposed tensors' inner dimension, i.e. what the
+               reference backend's requantization of X^T, dY^T and W^T gives.
+GEMMs: gemm_cuda on the recipe's own FP8 data (path "native"), accumulation as in Transformer Engine
+(default_for_pass: fast for fprop, split for dgrad and wgrad; the block-scaled modes always split).
+Inputs: the FP8 kernels read BF16, so FP32 tensors are rounded to BF16 first (one cast each, named in
+last_path). On BF16 values every quantized operand equals the reference backend's bit for bit, and the
+results differ from it only by the GEMMs' accumulation (and the BF16 outputs of BF16 inputs).
+Host syncs: none for fp8-current and fp8-block; fp8-delayed reads amax_filled (empty history or not)
+once per forward and once per backward. Streams and allocation as in nibble.quartet_cuda.
+"""
+import torch
+
+from . import quartet_cuda
+from .quartet_cuda import _on_device, _out_dtype, _stream, extension
+
+RECIPES = ("fp8-current", "fp8-delayed", "fp8-block")
+HYBRID_FORMAT = {"x": "e4m3", "w": "e4m3", "dy": "e5m2"}
+ROLE_INDEX = {"x": 0, "w": 1, "dy": 2}  # rows of the module's amax_history
+MULTIPLE = 16  # of tokens, in_features, out_features: the kernels' 16-byte stores, FP8 GEMMs' K % 16
+
+
+def unsupported_reason(ext, shape=None):
+    """Why the FP8 CUDA path cannot run with this extension on a [tokens, in_features, out_features]
+    problem `shape` (None: shape not yet known); None when it can."""
+    if ext is None:
+        return "nibble._C is not built (configure with -DNIBBLE_PYTHON=ON, see docs/training.md)"
+    if not getattr(ext, "has_cuda", False):
+        return "nibble._C was built without CUDA (nvcc was not found when it was configured)"
+    if not hasattr(ext, "quantize_fp8_current_cuda"):
+        return "nibble._C has no FP8 CUDA bindings (built before bind_cuda_fp8.cpp existed: rebuild it)"
+    if shape is not None:
+        bad = [f"{name} {n}" for name, n in zip(("tokens", "in_features", "out_features"), shape) if n % MULTIPLE]
+        if bad:
+            return (f"{', '.join(bad)} not a multiple of {MULTIPLE} (the FP8 kernels and cuBLASLt's FP8 GEMMs need "
+                    f"whole 16-element rows)")
+    return None
+
+
+def unavailable_for(layer, x):
+    """Why Linear(recipe in RECIPES) cannot run this call x [tokens, in_features] here (None when it can)."""
+    ext = extension()
+    if ext is None:
+        return quartet_cuda._ext_error
+    return unsupported_reason(ext, (x.shape[0], layer.in_features, layer.out_features))
+
+
+def apply(layer, x):
+    """y = x W^T (+ b) for x [tokens, in_features] on a CUDA device."""
+    return Fp8CudaFunction.apply(x, layer.weight, layer.bias, layer, torch.is_grad_enabled())
+
+
+def _bf16(t, name, notes):
+    t = t.detach()
+    if t.dtype != torch.bfloat16:
+        notes.append(f"{name} {str(t.dtype).replace('torch.', '')} -> BF16")
+        t = t.to(torch.bfloat16)
+    t = t.contiguous()
+    return t.clone() if t.data_ptr() % 16 else t  # an offset view; the kernels' vector loads need 16 bytes
+
+
+def _conversions(notes):
+    return f" ({', '.join(notes)}: the FP8 kernels read BF16)" if notes else ""
+
+
+class Operand:
+    """One quantized tensor [rows, cols]: its row-wise copy [rows, cols] and/or column-wise copy [cols, rows]
+    (uint8 FP8 codes of format `fmt`), each with FP32 decode scales in the cuBLASLt layout of `mode`."""
+
+    def __init__(self, fmt, mode, row=None, row_scale=None, col=None, col_scale=None):
+        self.fmt, self.mode = fmt, mode
+        self.row, self.row_scale, self.col, self.col_scale = row, row_scale, col, col_scale
+
+    def copy(self, which):
+        codes, scale = (self.row, self.row_scale) if which == "row" else (self.col, self.col_scale)
+        assert codes is not None, f"the {which}-wise copy was not made"
+        return codes, scale
+
+
+def _delayed(ext, layer, x, role, fmt, row, col, scale, scale_inv, filled, stream):
+    """fp8-delayed on the module's history row of `role` (newest last). Returns the kernels' paths."""
+    idx = ROLE_INDEX[role]
+    hist = layer.amax_history[idx]
+    window, margin = hist.shape[0], layer.options["margin"]
+    record = layer.training or role == "dy"
+    if filled:
+        # s_enc from every slot (unfilled ones hold 0, which the max ignores). The update also zeroes slot 0,
+        # the oldest amax, which the roll below turns into this step's slot (on a copy when not recording).
+        how = "history"
+        kernels = [ext.update_fp8_delayed_scale_cuda(hist if record else hist.clone(), scale, scale_inv,
+                                                     step=window - 1, format=fmt, margin=margin, stream=stream)]
+    else:
+        # An empty history is seeded with the tensor's own amax (the reference's one-shot rule): the amax
+        # pass into a one-slot ring, and the scale from that ring.
+        how = "one-shot: history = own amax"
+        ring = torch.empty(1, dtype=torch.float32, device=x.device)
+        kernels = [ext.amax_bf16_cuda(x, ring, stream=stream),
+                   ext.update_fp8_delayed_scale_cuda(ring, scale, scale_inv, step=0, format=fmt, margin=margin,
+                                                     stream=stream)]
+    if record:
+        hist.copy_(torch.roll(hist, -1))
+        hist[-1:].zero_()
+        kernels.append(ext.quantize_fp8_delayed_cuda(x, hist, scale, scale_inv, row, col, step=window - 1,
+                                                     format=fmt, stream=stream))
+        hist[-1:].nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)  # a non-finite amax takes its slot as 0
+        layer.amax_filled[idx:idx + 1].add_(1).clamp_(max=window)
+    else:
+        how += "; eval: not recorded"
+        kernels.append(ext.cast_transpose_fp8_cuda(x, scale, row, col, None, format=fmt, stream=stream))
+    return f"fp8-delayed {fmt} ({how}): " + " + ".join(kernels)
+
+
+def quantize(ext, layer, x, role, rowwise, colwise, filled, stream):
+    """x [rows, cols] (BF16, on the device) under the layer's recipe for `role` -> (Operand with the copies
+    asked for, kernel path). `filled`: fp8-delayed's amax_filled entry of this role."""
+    (rows, cols), dev = x.shape, x.device
+    row = torch.empty(rows, cols, dtype=torch.uint8, device=dev) if rowwise else None
+    col = torch.empty(cols, rows, dtype=torch.uint8, device=dev) if colwise else None
+    if layer.recipe == "fp8-block":
+        block, mode = ("128x128", "blk128x128") if role == "w" else ("1x128", "vec128")
+        rs, cs = (torch.empty(ext.fp8_block_scale_count(block, rows, cols, copy), dtype=torch.float32, device=dev)
+                  if want else None for copy, want in (("rowwise", rowwise), ("colwise", colwise)))
+        fn = ext.quantize_fp8_block_128x128_cuda if role == "w" else ext.quantize_fp8_block_1x128_cuda
+        return Operand("e4m3", mode, row, rs, col, cs), fn(x, row, col, rs, cs, layout="cublaslt", stream=stream)
+    fmt = HYBRID_FORMAT[role]
+    scalars = torch.empty(3, 4, dtype=torch.float32, device=dev)  # amax, s_enc, s_dec: one 16-byte slot each
+    amax, scale, scale_inv = scalars[0, :1], scalars[1, :1], scalars[2, :1]
+    if layer.recipe == "fp8-current":
+        kernel = f"fp8-current {fmt}: " + ext.quantize_fp8_current_cuda(x, row, col, amax, scale, scale_inv,
+                                                                         format=fmt, stream=stream)
+    else:
+        kernel = _delayed(ext, layer, x, role, fmt, row, col, scale, scale_inv, filled, stream)
+    return Operand(fmt, "per_tensor", row, scale_inv, col, scale_inv), kernel
+
+
+def gemm(ext, a, a_copy, b, b_copy, out, pass_, stream):
+    """out = A B^T from copies of two operands; returns the label for last_path."""
+    (ac, asc), (bc, bsc) = a.copy(a_copy), b.copy(b_copy)
+    kw = dict(a_dtype=a.fmt, b_dtype=b.fmt, a_scale_mode=a.mode, b_scale_mode=b.mode, alpha=1.0, pass_=pass_,
+              accumulation="default", operands="native", stream=stream)
+    return f"{pass_} GEMM " + quartet_cuda.gemm_into(ext, (ac, asc, bc, bsc), out, kw, f"{a.mode} x {b.mode}")
+
+
+def forward(ext, layer, x, w, need_xt, need_wt, stream):
+    """Y = Q(X) Q(W)^T for x [T, I], w [O, I] on one CUDA device. need_xt / need_wt: keep the column-wise
+    copies X^T (for wgrad) / W^T (for dgrad). Returns (y, X operand, W operand, path); y is BF16 when x is,
+    else FP32. Only the column-wise copies stay in the operands."""
+    notes = []
+    xb, wb = _bf16(x, "X", notes), _bf16(w, "W", notes)
+    filled = layer.amax_filled.tolist() if layer.recipe == "fp8-delayed" else (0, 0, 0)
+    xq, kx = quantize(ext, layer, xb, "x", True, need_xt, filled[0], stream)
+    wq, kw = quantize(ext, layer, wb, "w", True, need_wt, filled[1], stream)
+    y = torch.empty(x.shape[0], w.shape[0], dtype=_out_dtype(x.dtype), device=x.device)
+    g = gemm(ext, xq, "row", wq, "row", y, "fprop", stream)
+    for op in (xq, wq):
+        op.row = op.row_scale = None  # fprop's copies: not needed any more
+    return y, xq, wq, f"cuda {layer.recipe} forward{_conversions(notes)}: X {kx}; W {kw}; {g}"
+
+
+def backward(ext, layer, dy, xq, wq, need_dx, need_dw, dx_dtype, dw_dtype, stream):
+    """dX [T, I] and dW [O, I] (None where not needed) from dy [T, O] and the forward's column-wise copies."""
+    notes = []
+    dyb = _bf16(dy, "dY", notes)
+    (t, o), i = dy.shape, (xq.col if xq.col is not None else wq.col).shape[0]
+    filled = int(layer.amax_filled[ROLE_INDEX["dy"]]) if layer.recipe == "fp8-delayed" else 0
+    dyq, kernel = quantize(ext, layer, dyb, "dy", need_dx, need_dw, filled, stream)
+    dx = dw = None
+    paths = [f"dY {kernel}"]
+    if need_dx:
+        dx = torch.empty(t, i, dtype=_out_dtype(dx_dtype), device=dy.device)
+        paths.append(gemm(ext, dyq, "row", wq, "col", dx, "dgrad", stream))
+    if need_dw:
+        dw = torch.empty(o, i, dtype=_out_dtype(dw_dtype), device=dy.device)
+        paths.append(gemm(ext, dyq, "col", xq, "col", dw, "wgrad", stream))
+    return dx, dw, f"cuda {layer.recipe} backward{_conversions(notes)}: " + "; ".join(paths)
+
+
+class Fp8CudaFunction(torch.autograd.Function):
+    """y = x W^T (+ b) with the recipe's three GEMMs on nibble's FP8 kernels and cuBLASLt. x: [T, I] on a CUDA
+    device; y comes back in x's dtype, dX in x's, dW in the weight's, dB in the bias's. grad_enabled: the
+    caller's torch.is_grad_enabled() (inside forward it is always off), so no-grad passes skip the
+    column-wise copies."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, layer, grad_enabled):
+        ext = extension()
+        need_dx, need_dw = grad_enabled and ctx.needs_input_grad[0], grad_enabled and ctx.needs_input_grad[1]
+        with _on_device(x):
+            y, xq, wq, path = forward(ext, layer, x, weight, need_dw, need_dx, _stream(x))
+        ctx.save_for_backward(xq.col, xq.col_scale, wq.col, wq.col_scale)
+        ctx.layer, ctx.step = layer, layer.step.clone()  # read (host sync) only to name a failing step
+        ctx.kinds = ((xq.fmt, xq.mode), (wq.fmt, wq.mode))
+        ctx.dtypes = (x.dtype, weight.dtype, None if bias is None else bias.dtype)
+        layer.last_path = path
+        if bias is not None:
+            y = y + bias.to(y.dtype)
+        layer._require_finite(dict(input=x, weight=weight, bias=bias), {"forward output": y})
+        return y.to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, dy):
+        layer, (x_dtype, w_dtype, b_dtype) = ctx.layer, ctx.dtypes
+        xc, xs, wc, ws = ctx.saved_tensors
+        xq, wq = Operand(*ctx.kinds[0], col=xc, col_scale=xs), Operand(*ctx.kinds[1], col=wc, col_scale=ws)
+        need_dx, need_dw = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        dx = dw = None
+        if need_dx or need_dw:
+            with _on_device(dy):
+                dx, dw, path = backward(extension(), layer, dy, xq, wq, need_dx, need_dw, x_dtype, w_dtype,
+                                        _stream(dy))
+            layer.last_backward_path = path
+        dx = None if dx is None else dx.to(x_dtype)
+        dw = None if dw is None else dw.to(w_dtype)
+        results = {k: v for k, v in (("input gradient", dx), ("weight gradient", dw)) if v is not None}
+        layer._require_finite({"incoming gradient": dy}, results, ctx.step)
+        db = dy.sum(0).to(b_dtype) if ctx.needs_input_grad[2] else None
+        return dx, dw, db, None, None
