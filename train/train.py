@@ -9,6 +9,16 @@ weights) stay in FP32. Outputs in --out: results.json, runs.csv (scheme,n,d,loss
 val_loss.svg, log.txt, rewritten after every recipe. A NaN/inf, or a training loss that climbs
 --diverge-margin above the first step's after warm-up, stops that recipe's run naming the step and the
 layer (nibble.torch.NonFiniteError); the other recipes still run and the exit status is 1.
+
+Data-parallel (torch DistributedDataParallel), one process per GPU, when launched by torchrun (WORLD_SIZE
+> 1, or --ddp):
+
+    torchrun --standalone --nproc_per_node=8 train/train.py --recipes bf16,quartet --steps 600 --out out/ddp8
+    python3 train/compare_runs.py out/single/results.json out/ddp8/results.json
+
+Each global batch of --batch windows (the single-process run's, same order) is split evenly across the
+ranks; DDP averages the gradients, nibble.distributed gives every rank its own backward seeds and
+all-reduces fp8-delayed's amax histories after each step. Rank 0 evaluates and writes the outputs.
 """
 import argparse
 import json
@@ -18,10 +28,13 @@ import sys
 import time
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import nibble.distributed as nd  # noqa: E402
 import nibble.torch as nt  # noqa: E402
 from corpus import batch_order, default_root, load_corpus, windows  # noqa: E402
 from model import Decoder  # noqa: E402
@@ -56,6 +69,74 @@ def evaluate(model, val, starts, seq_len, batch):
         n += y.numel()
     model.train()
     return total / n
+
+
+def evaluate_on_rank0(model, val, starts, seq_len, batch):
+    """evaluate() on rank 0; under DDP the other ranks receive its value (so every rank keeps the same
+    curve and takes the same decisions) instead of evaluating."""
+    if not DDP:
+        return evaluate(model, val, starts, seq_len, batch)
+    t = torch.tensor([evaluate(model, val, starts, seq_len, batch) if RANK == 0 else 0.0], dtype=torch.float64,
+                     device=DEVICE)
+    dist.broadcast(t, 0)
+    return float(t.item())
+
+
+def agree(flag):
+    """Under DDP, True on every rank when any rank says True (a collective: every rank calls it at the same
+    point); single-process, the flag itself."""
+    return nd.any_rank(flag) if DDP else flag
+
+
+def agree_on_loss(label, lv, err):
+    """DDP: (mean training loss over the ranks, error message or None), the same on every rank. The mean of
+    the ranks' means equals the global batch's mean (equal shards). When any rank failed its forward or got
+    a non-finite loss, every rank returns the first failing rank's message, so all stop together instead of
+    the healthy ranks waiting forever in the gradient all-reduce."""
+    t = torch.tensor([0.0 if err else lv, 1.0 if err else 0.0], dtype=torch.float64, device=DEVICE)
+    dist.all_reduce(t)
+    if t[1].item() == 0:
+        return float(t[0].item()) / WORLD, None
+    msgs = [None] * WORLD
+    dist.all_gather_object(msgs, err)
+    bad = [r for r, m in enumerate(msgs) if m]
+    first = msgs[bad[0]]
+    body = first[len(label) + 2:] if first.startswith(label + ": ") else first
+    also = f" (ranks {bad} failed)" if len(bad) > 1 else ""
+    return float("nan"), f"{label}: rank {bad[0]}{also}: {body}"
+
+
+def backward(loss, net):
+    """loss.backward(). Under DDP with the nibble layers' finite checks off during backward: a layer raising
+    in the middle of backward on one rank would leave the other ranks waiting forever in DDP's gradient
+    all-reduce. A NaN/inf made in backward still reaches every rank (the averaged gradients hold it), so
+    the gradient-norm check after it stops all ranks together, naming the parameters."""
+    if not DDP:
+        return loss.backward()
+    quiet = [m for m in net.modules() if isinstance(m, nt.Linear) and m.options["check_finite"]]
+    for m in quiet:
+        m.options["check_finite"] = False
+    try:
+        loss.backward()
+    finally:
+        for m in quiet:
+            m.options["check_finite"] = True
+
+
+def dump_rank_state(folder, label, net):
+    """Testing (--dump-rank-state): this rank's nibble layer seeds and checksums of its amax histories and
+    weights, in folder/rank<R>-<label>.json (the one file a rank other than 0 writes)."""
+    import hashlib
+    layers = nd.nibble_layers(net)
+    digest = lambda ts: hashlib.sha1(repr([t.detach().cpu().tolist() for t in ts]).encode()).hexdigest()
+    state = dict(rank=RANK, world_size=WORLD, seeds={n: m.seed for n, m in layers},
+                 steps={n: int(m.step) for n, m in layers},
+                 amax_history=digest([m.amax_history for _, m in layers] + [m.amax_filled for _, m in layers]),
+                 amax_sum=float(sum(float(m.amax_history.double().sum()) for _, m in layers)),
+                 weights=digest([p for p in net.parameters()]))
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, f"rank{RANK}-{label}.json"), "w") as f:
+        json.dump(state, f, indent=1)
 
 
 def sync():
@@ -114,8 +195,15 @@ def train_one(label, args, train, val, order, val_starts, log, deadline=None, ev
     torch.manual_seed(args.seed)  # identical initial weights for every recipe
     model = Decoder(hidden=args.hidden, layers=args.layers, heads=args.heads, seq_len=args.seq_len).to(DEVICE)
     nt.convert(model, recipe, backend=args.backend, **opts)
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    rest = [p for n, p in model.named_parameters() if p.dim() < 2]
+    net = model  # the Decoder itself: parameters, evaluation, checks; `model` runs the training forward
+    if DDP:
+        # broadcast_buffers=False: rank 0's buffers must not overwrite the per-rank seeds before every
+        # forward (nibble/distributed.py says why). Seeds AFTER wrapping: the constructor copies rank 0's.
+        model = DistributedDataParallel(net, device_ids=[DEVICE.index] if DEVICE.type == "cuda" else None,
+                                        broadcast_buffers=False)
+        nd.seed_per_rank(net, RANK)
+    decay = [p for n, p in net.named_parameters() if p.dim() >= 2]
+    rest = [p for n, p in net.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.95))
     sync()
@@ -124,73 +212,83 @@ def train_one(label, args, train, val, order, val_starts, log, deadline=None, ev
     steps = order.shape[0]
     first_loss, truncated = None, None
     for step in range(steps):
-        if deadline is not None and step > 0 and time.perf_counter() + eval_estimate + (
-                step_times[-1] if step_times else 0.0) > deadline:
+        if deadline is not None and step > 0 and agree(time.perf_counter() + eval_estimate + (
+                step_times[-1] if step_times else 0.0) > deadline):
             truncated = step
             log(f"{label}: time budget reached: stopping after {step} of {steps} steps (truncated run)")
             break
         for g in opt.param_groups:
             g["lr"] = lr_at(step, steps, args.lr, args.warmup)
-        x, y = windows(train, order[step], args.seq_len)
-        if step == args.inject_nan_step:  # test hook: poison one weight, the run must stop naming it
-            with torch.no_grad():
-                model.get_parameter(args.inject_nan_param).view(-1)[0] = float("nan")
+        # Under DDP each rank takes its contiguous 1/WORLD of the global batch.
+        x, y = windows(train, order[step].reshape(WORLD, -1)[RANK] if DDP else order[step], args.seq_len)
+        if step == args.inject_nan_step and args.inject_nan_rank in (None, RANK):
+            with torch.no_grad():  # test hook: poison one weight, the run must stop naming it
+                net.get_parameter(args.inject_nan_param).view(-1)[0] = float("nan")
         sync()
         t0 = time.perf_counter()
+        err = None
         try:
             loss = F.cross_entropy(model(x).flatten(0, 1).float(), y.flatten())
         except nt.NonFiniteError as e:
             # A nibble layer saw it; when it came from upstream, name the module that made it.
-            raise nt.NonFiniteError(f"{label}: {e}" + ("; " + locate_non_finite(model, x, layers_quiet=True)
-                                                         if "input (" in str(e) else "")) from None
-        lv = float(loss)
-        if not math.isfinite(lv):
-            raise nt.NonFiniteError(f"{label}: step {step}: training loss is {lv}: "
-                                    + locate_non_finite(model, x))
+            err = f"{label}: {e}" + ("; " + locate_non_finite(net, x, layers_quiet=True) if "input (" in str(e) else "")
+        lv = float("nan") if err else float(loss)
+        if not err and not math.isfinite(lv):
+            err = f"{label}: step {step}: training loss is {lv}: " + locate_non_finite(net, x)
+        if DDP:
+            lv, err = agree_on_loss(label, lv, err)
+        if err:
+            raise nt.NonFiniteError(err)
         first_loss = lv if first_loss is None else first_loss
         if step >= max(args.warmup, 10) and lv > first_loss + args.diverge_margin:
             opt.zero_grad(set_to_none=True)
-            loss.backward()
-            top = grad_report(model, finite_only=True)[:3]
+            backward(loss, net)
+            top = grad_report(net, finite_only=True)[:3]
             raise nt.NonFiniteError(
                 f"{label}: step {step}: DIVERGED: training loss {lv:.4f} is above the initial loss {first_loss:.4f} "
                 f"+ {args.diverge_margin}; largest gradients at this step: "
                 + ", ".join(f"{n} {g:.3g}" for n, g in top))
         opt.zero_grad(set_to_none=True)
         try:
-            loss.backward()
+            backward(loss, net)
         except nt.NonFiniteError as e:
-            bad = [n for n, _ in grad_report(model)]
+            bad = [n for n, _ in grad_report(net)]
             raise nt.NonFiniteError(f"{label}: {e}" + (f"; parameters whose gradients are already NaN/inf: "
                                                          f"{bad[:5]}" if bad else "")) from None
-        gnorm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
+        # Under DDP the gradients are the same on every rank after the all-reduce, so is this norm, and
+        # all ranks take this stop together.
+        gnorm = float(torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0))
         if not math.isfinite(gnorm):
-            bad = grad_report(model)
+            bad = grad_report(net)
             raise nt.NonFiniteError(f"{label}: step {step}: non-finite gradient norm ({gnorm}); parameters with "
                                     f"NaN/inf gradients: {[n for n, _ in bad[:5]]} ({len(bad)} in all)")
         opt.step()
+        if DDP:
+            nd.sync_amax(net)  # the next step's delayed scales from every rank's amaxes
         sync()
         step_times.append(time.perf_counter() - t0)
-        tokens += x.numel()
+        tokens += x.numel() * WORLD  # the global batch's tokens
         if step % args.eval_every == 0 or step == steps - 1:
             te = time.perf_counter()
-            v = evaluate(model, val, val_starts, args.seq_len, args.batch)
+            v = evaluate_on_rank0(net, val, val_starts, args.seq_len, args.batch)
             eval_times.append(time.perf_counter() - te)
             curve.append((step, v))
             log(f"{label:12s} step {step:5d}  train {lv:.4f}  val {v:.4f}  "
                 f"{tokens / sum(step_times):,.0f} tok/s")
     if truncated is not None and (not curve or curve[-1][0] != truncated - 1):
         te = time.perf_counter()
-        curve.append((truncated - 1, evaluate(model, val, val_starts, args.seq_len, args.batch)))
+        curve.append((truncated - 1, evaluate_on_rank0(net, val, val_starts, args.seq_len, args.batch)))
         eval_times.append(time.perf_counter() - te)
-    path = next((m.last_path for m in model.modules() if isinstance(m, nt.Linear)), "fp32 (no nibble layers)")
+    path = next((m.last_path for m in net.modules() if isinstance(m, nt.Linear)), "fp32 (no nibble layers)")
+    if args.dump_rank_state:
+        dump_rank_state(args.dump_rank_state, label, net)
     t_train = sum(step_times)
     return dict(scheme=label, recipe=recipe, options=opts, final_val_loss=curve[-1][1], curve=curve,
                 steps_run=len(step_times), truncated=truncated is not None, tokens=tokens,
                 tokens_per_s=tokens / t_train, train_seconds=t_train, eval_seconds=sum(eval_times),
                 setup_seconds=setup_s, step_seconds=step_times, path=path,
-                non_embedding_params=model.non_embedding_params(),
-                tokens_per_param=tokens / model.non_embedding_params())
+                non_embedding_params=net.non_embedding_params(),
+                tokens_per_param=tokens / net.non_embedding_params())
 
 
 # Expected cost order of the emulated recipes (slowest first): calibration measures these first, so a
@@ -210,7 +308,7 @@ def calibrate_steps(args, labels, train, val, val_starts, deadline, log):
     t_cal = time.perf_counter()
     cap = t_cal + args.calib_fraction * (deadline - t_cal)
     for label in sorted(labels, key=lambda l: _COST_ORDER.index(l) if l in _COST_ORDER else -1):
-        if per_step and time.perf_counter() > cap:
+        if per_step and agree(time.perf_counter() > cap):
             log(f"calibration {label:12s} not run (calibration time cap): taking the largest times measured")
             per_step[label], eval_s[label], fixed[label] = (max(d.values()) for d in (per_step, eval_s, fixed))
             continue
@@ -238,6 +336,10 @@ def calibrate_steps(args, labels, train, val, val_starts, deadline, log):
     n_evals = 11 + 1  # --eval-every defaults to steps / 10: 11 evaluations, plus slack for one more
     avail = args.budget_fill * (deadline - time.perf_counter() - sum(fixed.values()) - n_evals * sum(eval_s.values()))
     steps = int(avail / sum(per_step.values()))
+    if DDP:  # rank 0's timings decide: every rank must run the same number of steps
+        t = torch.tensor([steps], dtype=torch.long, device=DEVICE)
+        dist.broadcast(t, 0)
+        steps = int(t.item())
     log(f"calibration took {time.perf_counter() - t_cal:.1f} s; one step of every recipe {sum(per_step.values()):.3f} s"
         f", evaluations {n_evals} x {sum(eval_s.values()):.2f} s, set-up {sum(fixed.values()):.1f} s")
     if steps < 10:
@@ -248,8 +350,10 @@ def calibrate_steps(args, labels, train, val, val_starts, deadline, log):
 
 def write_outputs(out, args, meta, results):
     """results.json, runs.csv and val_loss.svg; rewritten after every recipe so a cut-off run keeps its
-    finished recipes."""
+    finished recipes. Under DDP only rank 0 writes."""
     ok = [r for r in results if "final_val_loss" in r]
+    if RANK != 0:
+        return ok
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(dict(meta=meta, runs=[{k: v for k, v in r.items() if k != "step_seconds"} for r in results]),
                   f, indent=1)
@@ -294,10 +398,17 @@ def main(argv=None):
     ap.add_argument("--budget-fill", type=float, default=0.9, help=argparse.SUPPRESS)
     ap.add_argument("--inject-nan", default=None, metavar="STEP:PARAM",
                     help="testing: set one element of parameter PARAM to NaN before step STEP")
+    ap.add_argument("--inject-nan-rank", type=int, default=None, help=argparse.SUPPRESS)  # testing: that rank only
+    ap.add_argument("--dump-rank-state", default=None, help=argparse.SUPPRESS)  # testing: see dump_rank_state
+    ap.add_argument("--ddp", action="store_true",
+                    help="data-parallel over torchrun's processes (implied by WORLD_SIZE > 1): nccl on CUDA, gloo "
+                         "on CPU; --batch is the global batch, split evenly across the ranks")
     ap.add_argument("--out", default="out/train")
     args = ap.parse_args(argv)
-    global DEVICE
-    DEVICE = torch.device(args.device)
+    global DEVICE, DDP, RANK, WORLD
+    DEVICE, DDP, RANK, WORLD = torch.device(args.device), False, 0, 1
+    if args.ddp or int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        init_distributed(ap, args)
     args.inject_nan_step, args.inject_nan_param = -1, None
     if args.inject_nan:
         st, _, args.inject_nan_param = args.inject_nan.partition(":")
@@ -306,10 +417,13 @@ def main(argv=None):
     bad = [s for s in labels if s not in SCHEMES]
     if bad:
         ap.error(f"unknown recipe(s) {bad}; valid: {', '.join(SCHEMES)}")
-    os.makedirs(args.out, exist_ok=True)
-    logf = open(os.path.join(args.out, "log.txt"), "w")
+    if RANK == 0:
+        os.makedirs(args.out, exist_ok=True)
+        logf = open(os.path.join(args.out, "log.txt"), "w")
 
     def log(s):
+        if RANK != 0:  # under DDP only rank 0 logs and writes
+            return
         print(s, flush=True)
         logf.write(s + "\n")
         logf.flush()
@@ -320,6 +434,9 @@ def main(argv=None):
     log(f"corpus: {desc}")
     log(f"device {DEVICE}" + (f" ({torch.cuda.get_device_name()})" if DEVICE.type == "cuda" else "")
         + f", torch {torch.__version__}, model {args.layers}x{args.hidden}, batch {args.batch}x{args.seq_len}")
+    if DDP:
+        log(f"data-parallel (DDP, {dist.get_backend()}): {WORLD} ranks x {args.batch // WORLD} windows of each "
+            "global batch; per-rank backward seeds; amax histories all-reduced (MAX) after every step")
     val_starts = batch_order(len(val), args.seq_len, args.batch, args.val_batches, args.seed + 2).flatten().to(DEVICE)
     if args.max_minutes:
         remaining = deadline - time.perf_counter()
@@ -331,13 +448,13 @@ def main(argv=None):
     order = batch_order(len(train), args.seq_len, args.batch, args.steps, args.seed).to(DEVICE)
     meta = dict(config={k: v for k, v in vars(args).items()}, corpus=desc, device=str(DEVICE),
                 gpu=torch.cuda.get_device_name() if DEVICE.type == "cuda" else None, torch=torch.__version__,
-                float32_matmul_precision=torch.get_float32_matmul_precision())
+                float32_matmul_precision=torch.get_float32_matmul_precision(), world_size=WORLD)
     if args.max_minutes:
         meta["calibration"] = dict(seconds_per_step=per_step, eval_seconds=eval_s, steps=args.steps)
     results = []
     write_outputs(args.out, args, meta, results)  # so a run cut off during the first recipe leaves its meta
     for label in labels:
-        if deadline is not None and time.perf_counter() > deadline:
+        if deadline is not None and agree(time.perf_counter() > deadline):
             log(f"{label}: SKIPPED: time budget spent")
             results.append(dict(scheme=label, skipped="time budget spent"))
             write_outputs(args.out, args, meta, results)
@@ -368,9 +485,32 @@ def main(argv=None):
         log(f"{r['scheme']:12s} {r['final_val_loss']:9.4f} {gap:>11s} {r['tokens_per_s']:10,.0f} "
             f"{r['steps_run']:6d}{' (truncated)' if r['truncated'] else ''}  {r['path']}")
     log(f"total wall time {time.perf_counter() - t_start:.0f} s")
+    if DDP:
+        dist.destroy_process_group()
     return 0 if len(ok) == len(results) else 1
 
 
+def init_distributed(ap, args):
+    """Join torchrun's process group: nccl with this rank on cuda:LOCAL_RANK, gloo on CPU. Checked first,
+    before any collective: torchrun's environment and a --batch the ranks can split evenly."""
+    global DEVICE, DDP, RANK, WORLD
+    need = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+    missing = [v for v in need if v not in os.environ]
+    if missing:
+        ap.error(f"data-parallel training needs torchrun's environment ({', '.join(missing)} not set): "
+                 "torchrun --standalone --nproc_per_node=N train/train.py ...")
+    world = int(os.environ["WORLD_SIZE"])
+    if args.batch % world:
+        ap.error(f"--batch {args.batch} is not divisible by the world size {world}: each rank takes an equal "
+                 f"share of every global batch; use a multiple of {world} (e.g. {max(1, args.batch // world) * world})")
+    if DEVICE.type == "cuda":
+        DEVICE = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+        torch.cuda.set_device(DEVICE)
+    dist.init_process_group("nccl" if DEVICE.type == "cuda" else "gloo")
+    DDP, RANK, WORLD = True, dist.get_rank(), dist.get_world_size()
+
+
 DEVICE = torch.device("cpu")
+DDP, RANK, WORLD = False, 0, 1  # set by init_distributed under torchrun
 if __name__ == "__main__":
     sys.exit(main())
