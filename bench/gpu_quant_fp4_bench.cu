@@ -135,6 +135,18 @@ int main(int argc, char** argv) {
       return cuda::quantize_mxfp4(x[i % kBuffers], cuda::Fp4DenseType::bf16, s.rows, s.cols, quant::MxScaleRule::ocp, {},
                                   {codes, scales, nullptr}, nullptr);
     });
+    // Both MXFP4 copies a training step needs from one read (64x128 tile); the old engine path read
+    // and wrote a BF16 transpose first (4n bytes more) and ran "mxfp4 ocp" twice.
+    run("mxfp4 ocp row+col (64x128 tile)", 2 * nb + 2 * mxfp4_out, [&](int i) {
+      return cuda::quantize_mxfp4_rowcol(x[i % kBuffers], cuda::Fp4DenseType::bf16, s.rows, s.cols,
+                                         quant::MxScaleRule::ocp, {}, {codes, scales, nullptr},
+                                         {codes2, scales2, nullptr}, nullptr);
+    });
+    run("mxfp4 ocp col only (64x128 tile)", 2 * nb + mxfp4_out, [&](int i) {
+      return cuda::quantize_mxfp4_rowcol(x[i % kBuffers], cuda::Fp4DenseType::bf16, s.rows, s.cols,
+                                         quant::MxScaleRule::ocp, {}, {nullptr, nullptr, nullptr},
+                                         {codes2, scales2, nullptr}, nullptr);
+    });
     run("quartet fwd h32+quest (+mask)", 2 * nb + mxfp4_out + nb / 8, [&](int i) {
       return cuda::quartet_forward_quantize(x[i % kBuffers], cuda::Fp4DenseType::bf16, s.rows, s.cols, {},
                                             {codes, scales, mask}, nullptr);

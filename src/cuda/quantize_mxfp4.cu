@@ -2,8 +2,14 @@
 // exact MXFP4 -> BF16 decode of the emulated GEMM. One thread per 32-group: four 16-byte loads in
 // flight, fp4::mx_group_packed in registers (quant::quantize_mx_group's expressions with the one-add
 // E2M1 encoder and one Philox block per 4 elements: quartet_fused_group_math.cuh), one 16-byte
-// store of packed codes.
+// store of packed codes. The row + column variant runs the same group math in the 64x128 tile of
+// fp4_rowcol_tile.cuh.
+#include <stdexcept>
+#include <string>
+#include <utility>
+
 #include "fp4_kernel_io.cuh"
+#include "fp4_rowcol_tile.cuh"
 #include "quartet_fused_group_math.cuh"
 #include "nibble/cuda/quantize_fp4.hpp"
 #include "nibble/format/e8m0.hpp"
@@ -36,6 +42,31 @@ void launch_quantize(const In* x, int64_t groups, quant::MxScaleRule rule, const
     quantize_mxfp4_kernel<true, In><<<grid, kThreads, 0, stream>>>(x, groups, rule, sr, out.codes, out.scales);
   } else {
     quantize_mxfp4_kernel<false, In><<<grid, kThreads, 0, stream>>>(x, groups, rule, sr, out.codes, out.scales);
+  }
+}
+
+// The MX rule as a rowcol::kernel group policy.
+template <bool kStochastic>
+struct MxGroups {
+  quant::MxScaleRule rule;
+  quant::SrKey key;
+  __device__ __forceinline__ void apply(float* v, int64_t index0, uint8_t* __restrict__ codes,
+                                        uint8_t* __restrict__ scales) const {
+    uint4 packed;
+    const uint8_t s = fp4::mx_group_packed<kStochastic>(v, rule, key, static_cast<uint64_t>(index0), packed);
+    reinterpret_cast<uint4*>(codes)[index0 / 32] = packed;
+    scales[index0 / 32] = s;
+  }
+};
+
+template <class Loader>
+void launch_rowcol(const Loader& load, int64_t rows, int64_t cols, quant::MxScaleRule rule, const quant::SrKey& sr,
+                   Mxfp4Planes rowwise, Mxfp4Planes colwise, cudaStream_t stream) {
+  const dim3 grid = rowcol::grid(rows, cols);
+  if (sr.enabled) {
+    rowcol::kernel<<<grid, rowcol::kThreads, 0, stream>>>(load, rows, cols, MxGroups<true>{rule, sr}, rowwise, colwise);
+  } else {
+    rowcol::kernel<<<grid, rowcol::kThreads, 0, stream>>>(load, rows, cols, MxGroups<false>{rule, sr}, rowwise, colwise);
   }
 }
 
@@ -84,6 +115,46 @@ const char* quantize_mxfp4(const void* x, Fp4DenseType type, int64_t rows, int64
   NIBBLE_CHECK_LAUNCH();
   return rule == quant::MxScaleRule::ocp ? "cuda quantize_mxfp4 ocp scale, thread per 1x32 group"
                                          : "cuda quantize_mxfp4 round-up scale, thread per 1x32 group";
+}
+
+const char* quantize_mxfp4_rowcol(const void* x, Fp4DenseType type, int64_t rows, int64_t cols,
+                                  quant::MxScaleRule rule, const quant::SrKey& sr, Mxfp4Planes rowwise,
+                                  Mxfp4Planes colwise, cudaStream_t stream) {
+  constexpr const char* fn = "quantize_mxfp4_rowcol";
+  fp4::check_shape(fn, rows, cols);
+  fp4::check_multiple(fn, "cols", cols, 32, "MXFP4 blocks are 1x32 along cols");
+  fp4::check_multiple(fn, "rows", rows, 32, "the column-wise copy has 1x32 blocks along rows");
+  fp4::check_not_null(fn, "x", x);
+  fp4::check_aligned(fn, "x", x);
+  if (rowwise.codes == nullptr && colwise.codes == nullptr) {
+    throw std::invalid_argument(std::string(fn) + ": neither rowwise.codes nor colwise.codes is set; ask for at "
+                                "least one copy");
+  }
+  for (const auto& [p, name] : {std::pair{rowwise, "rowwise"}, std::pair{colwise, "colwise"}}) {
+    if (p.codes == nullptr) continue;
+    fp4::check_not_null(fn, (std::string(name) + ".scales").c_str(), p.scales);
+    fp4::check_aligned(fn, (std::string(name) + ".codes").c_str(), p.codes);
+  }
+  if (type == Fp4DenseType::bf16) {
+    const auto* p = static_cast<const uint16_t*>(x);
+    launch_rowcol(rowcol::DenseLoader<uint16_t>{p, cols}, rows, cols, rule, sr, rowwise, colwise, stream);
+  } else {
+    const auto* p = static_cast<const float*>(x);
+    launch_rowcol(rowcol::DenseLoader<float>{p, cols}, rows, cols, rule, sr, rowwise, colwise, stream);
+  }
+  NIBBLE_CHECK_LAUNCH();
+  const bool both = rowwise.codes != nullptr && colwise.codes != nullptr;
+  const bool ocp = rule == quant::MxScaleRule::ocp;
+  if (both) {
+    return ocp ? "cuda quantize_mxfp4 ocp scale, row-wise and column-wise copies from one 64x128 smem tile"
+               : "cuda quantize_mxfp4 round-up scale, row-wise and column-wise copies from one 64x128 smem tile";
+  }
+  if (colwise.codes != nullptr) {
+    return ocp ? "cuda quantize_mxfp4 ocp scale, column-wise copy from a 64x128 smem tile"
+               : "cuda quantize_mxfp4 round-up scale, column-wise copy from a 64x128 smem tile";
+  }
+  return ocp ? "cuda quantize_mxfp4 ocp scale, row-wise copy from a 64x128 smem tile"
+             : "cuda quantize_mxfp4 round-up scale, row-wise copy from a 64x128 smem tile";
 }
 
 const char* decode_mxfp4_bf16(Mxfp4ConstPlanes q, int64_t rows, int64_t cols, uint16_t* out, cudaStream_t stream) {

@@ -20,7 +20,6 @@
 #include <string>
 
 #include "quartet_backward_parts.cuh"
-#include "quartet_backward_tile64.cuh"
 #include "nibble/format/e8m0.hpp"
 #include "nibble/quant/element_codecs.hpp"
 #include "nibble/quant/hadamard.hpp"
@@ -82,7 +81,7 @@ struct DenseTileLoader {
       const int q = threadIdx.x + i * kThreads, r = q / kChunksPerRow, ch = q % kChunksPerRow;
       if (ch >= valid_chunks) continue;
       float v[kPer];
-      bwd::unpack_chunk<In>(g.raw[i], v);
+      rowcol::unpack_chunk<In>(g.raw[i], v);
 #pragma unroll
       for (int k = 0; k < kPer; k += 4) {
         *reinterpret_cast<float4*>(smem + r * kSmemStride + ch * kPer + k) = make_float4(v[k], v[k + 1], v[k + 2], v[k + 3]);
@@ -114,13 +113,13 @@ struct Mxfp4TileLoader {
   __device__ void park(float* smem, const float* lut, const Regs& g, int tile_cols) const {
     const int r = threadIdx.x % 32, grp = threadIdx.x / 32;
     if (grp * 32 >= tile_cols) return;
-    bwd::decode_mxfp4_group(lut, g.packed, g.scale, [&](int j, float4 f) {
+    rowcol::decode_mxfp4_group(lut, g.packed, g.scale, [&](int j, float4 f) {
       *reinterpret_cast<float4*>(smem + r * kSmemStride + grp * 32 + j) = f;
     });
   }
 };
 
-using bwd::init_e2m1_table;
+using rowcol::init_e2m1_table;
 
 // The row-wise and column-wise copies of one staged tile.
 template <int R, bool kSr>
@@ -211,7 +210,7 @@ __global__ void __launch_bounds__(kThreads, 4)
 
 // NIBBLE_QUARTET_TILE selects the tile kernel, for A/B measurements. Version 2 was slower than
 // version 1 on the H200 (15872x4096 row+col 0.214 vs 0.171 ms, 15872x16384 1.08 vs 0.66 ms;
-// docs/perf/2026-12-03-h200.md). Version 3 (quartet_backward_tile64.cuh: 64 x 128 tiles, sector-wide
+// docs/perf/2026-12-03-h200.md). Version 3 (fp4_rowcol_tile.cuh: 64 x 128 tiles, sector-wide
 // stores) is not measured yet, so version 1 stays the default until it is.
 enum class TileVersion { per_tile = 1, persistent = 2, wide = 3 };
 
@@ -262,8 +261,8 @@ void launch_tile_variant(const Loader& load, const Loader64& load64, int64_t row
                          const quant::SrKey& key, Mxfp4Planes rowwise, Mxfp4Planes colwise, cudaStream_t stream) {
   const TileVersion v = tile_version();
   if (v == TileVersion::wide) {
-    bwd::tile64::kernel<R, kSr, Loader64><<<bwd::tile64::grid(rows, cols), bwd::tile64::kThreads, 0, stream>>>(
-        load64, rows, cols, s, key, rowwise, colwise);
+    rowcol::kernel<<<rowcol::grid(rows, cols), rowcol::kThreads, 0, stream>>>(
+        load64, rows, cols, bwd::QuartetGroups<R, kSr>{s, key}, rowwise, colwise);
   } else if (v == TileVersion::persistent) {
     const int64_t tiles = fp4::blocks_for(cols, kTileCols) * (rows / kTileRows);
     const unsigned grid = persistent_grid(backward_tile_persistent_kernel<R, kSr, Loader>, tiles);
@@ -351,11 +350,11 @@ const char* quartet_backward_quantize(const void* x, Fp4DenseType type, int64_t 
     fp4::check_multiple(fn, "rows", rows, kTileRows, "the column-wise copy quantizes 32-row groups");
     if (type == Fp4DenseType::bf16) {
       const auto* p = static_cast<const uint16_t*>(x);
-      dispatch_tile(DenseTileLoader<uint16_t>{p, cols}, bwd::tile64::DenseLoader<uint16_t>{p, cols}, rows, cols,
+      dispatch_tile(DenseTileLoader<uint16_t>{p, cols}, rowcol::DenseLoader<uint16_t>{p, cols}, rows, cols,
                     options, rowwise, colwise, stream);
     } else {
       const auto* p = static_cast<const float*>(x);
-      dispatch_tile(DenseTileLoader<float>{p, cols}, bwd::tile64::DenseLoader<float>{p, cols}, rows, cols, options,
+      dispatch_tile(DenseTileLoader<float>{p, cols}, rowcol::DenseLoader<float>{p, cols}, rows, cols, options,
                     rowwise, colwise, stream);
     }
     return tile_path(tile_version(), rowwise.codes != nullptr ? TileJob::row_and_col : TileJob::col);
@@ -381,7 +380,7 @@ const char* quartet_backward_quantize_mxfp4_transposed(Mxfp4ConstPlanes q, int64
   if (options.rotate) fp4::check_hadamard_size(fn, options.hadamard_size, 32);
   fp4::check_multiple(fn, "cols", cols, 32, "the MXFP4 input has 1x32 groups along cols");
   fp4::check_multiple(fn, "rows", rows, kTileRows, "the column-wise copy quantizes 32-row groups");
-  dispatch_tile(Mxfp4TileLoader{q.codes, q.scales, cols}, bwd::tile64::Mxfp4Loader{q.codes, q.scales, cols}, rows,
+  dispatch_tile(Mxfp4TileLoader{q.codes, q.scales, cols}, rowcol::Mxfp4Loader{q.codes, q.scales, cols}, rows,
                 cols, options, Mxfp4Planes{}, colwise, stream);
   return tile_path(tile_version(), TileJob::from_mxfp4);
 }

@@ -1,12 +1,13 @@
-// Pieces shared by the Quartet backward quantizer's kernels (quartet_backward.cu and the 64x128
-// tile of quartet_backward_tile64.cuh): the random signs as +-1 multipliers, the signed rotation,
-// the store of one quantized 32-group, the E2M1 decode table and BF16/FP32 16-byte chunk unpacking.
+// Pieces of the Quartet backward quantizer's kernels (quartet_backward.cu): the random signs as +-1
+// multipliers, the signed rotation, the store of one quantized 32-group, and the group policy that
+// runs them inside the shared 64x128 row + column tile (fp4_rowcol_tile.cuh).
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
 #include "fp4_kernel_io.cuh"
+#include "fp4_rowcol_tile.cuh"
 #include "quartet_fused_group_math.cuh"
 #include "nibble/cuda/quartet.hpp"
 #include "nibble/format/e8m0.hpp"
@@ -56,39 +57,17 @@ __device__ __forceinline__ void quantize_store_group(const float* v, const quant
   scales[index0 / 32] = s;
 }
 
-// A 16-entry E2M1 decode table in shared memory: 16 words in 16 banks, so any lane pattern is
-// conflict-free (equal addresses broadcast); one LDS instead of the generic bit decode.
-__device__ __forceinline__ void init_e2m1_table(float* lut) {
-  if (threadIdx.x < 16) lut[threadIdx.x] = fmt::decode_e2m1(static_cast<uint8_t>(threadIdx.x));
-}
-
-// Dequantizes one MXFP4 32-group (as quant::dequantize: decode_e2m1(code) * decode_e8m0(scale)),
-// handing out float4s: put(j, value of elements j..j+3) for j = 0, 4, ..., 28.
-template <class Put>
-__device__ __forceinline__ void decode_mxfp4_group(const float* lut, const uint4& packed, uint32_t scale, Put&& put) {
-  const float s = fmt::decode_e8m0(static_cast<uint8_t>(scale));
-#pragma unroll
-  for (int j = 0; j < 32; j += 4) {
-    float d[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) d[k] = lut[fp4::unpack_e2m1(packed, j + k)] * s;
-    put(j, make_float4(d[0], d[1], d[2], d[3]));
+// The Quartet backward rule as a rowcol::kernel group policy: (x * s) H per rotation block of R
+// (R <= 32, so a 32-group holds whole blocks), then the 3/4-prescaled absmax MXFP4 quantizer.
+template <int R, bool kSr>
+struct QuartetGroups {
+  SignBits signs;
+  quant::SrKey key;
+  __device__ __forceinline__ void apply(float* v, int64_t index0, uint8_t* __restrict__ codes,
+                                        uint8_t* __restrict__ scales) const {
+    rotate_signed<R, 32>(v, signs);
+    quantize_store_group<kSr>(v, key, index0, codes, scales);
   }
-}
-
-// The 16 bytes of one vector load as floats: 8 BF16 (low half of each word = even element) or 4 FP32.
-template <class In>
-__device__ __forceinline__ void unpack_chunk(const uint4& raw, float* v) {
-  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    if constexpr (sizeof(In) == 2) {
-      v[2 * j] = fmt::bits_float(w[j] << 16);
-      v[2 * j + 1] = fmt::bits_float(w[j] & 0xffff0000u);
-    } else {
-      v[j] = fmt::bits_float(w[j]);
-    }
-  }
-}
+};
 
 }  // namespace nibble::cuda::bwd

@@ -1,6 +1,7 @@
 // TensorQuantizer for mxfp4 (exact E4M3 re-encoding for an FP8 GEMM) and nvfp4 (exact BF16 decode
 // for a BF16 GEMM: Hopper has no FP4 tensor cores).
 #include <stdexcept>
+#include <string>
 
 #include "device_buffer.hpp"
 #include "nibble/cuda/quantize_fp4.hpp"
@@ -14,48 +15,48 @@ namespace {
 using cuda::ExecutionPath;
 using cuda::GemmOperand;
 
-// MXFP4 (OCP scale rule, round-to-nearest): quantize, then re-encode exactly into E4M3. The
-// column-wise copy quantizes the transposed tensor: the MXFP4 kernel is row-wise only, so the
-// transpose is a timed BF16 pass (counted in bytes_moved).
+// MXFP4 (OCP scale rule, round-to-nearest): quantize, then re-encode exactly into E4M3. Whenever
+// the column-wise copy is needed, both copies come from one read of the input through the 64x128
+// tile kernel (quantize_mxfp4_rowcol); the row-wise copy alone uses the thread-per-group kernel.
 class Mxfp4Reencoded final : public TensorQuantizer {
  public:
   Mxfp4Reencoded(const uint16_t* src, int64_t rows, int64_t cols)
       : src_(src), rows_(rows), cols_(cols), row_q_(rows, cols, false, "mxfp4 row-wise"),
-        col_q_(cols, rows, false, "mxfp4 column-wise"), t_(rows * cols * 2, "mxfp4 transposed input"),
-        row_(rows, cols, "mxfp4 row-wise"), col_(cols, rows, "mxfp4 column-wise") {}
+        col_q_(cols, rows, false, "mxfp4 column-wise"), row_(rows, cols, "mxfp4 row-wise"),
+        col_(cols, rows, "mxfp4 column-wise") {}
   void run(bool rowwise, bool colwise, int64_t, cudaStream_t stream) override {
-    if (rowwise) {
-      cuda::quantize_mxfp4(src_, cuda::Fp4DenseType::bf16, rows_, cols_, quant::MxScaleRule::ocp, {}, row_q_.planes(),
-                           stream);
-      row_.run(row_q_.const_planes(), stream);
-    }
     if (colwise) {
-      transpose_bf16(src_, rows_, cols_, t_.as<uint16_t>(), stream);
-      cuda::quantize_mxfp4(t_.get(), cuda::Fp4DenseType::bf16, cols_, rows_, quant::MxScaleRule::ocp, {},
-                           col_q_.planes(), stream);
-      col_.run(col_q_.const_planes(), stream);
+      const cuda::Mxfp4Planes none{nullptr, nullptr, nullptr};
+      quant_path_ = cuda::quantize_mxfp4_rowcol(src_, cuda::Fp4DenseType::bf16, rows_, cols_, quant::MxScaleRule::ocp,
+                                                {}, rowwise ? row_q_.planes() : none, col_q_.planes(), stream);
+    } else if (rowwise) {
+      quant_path_ = cuda::quantize_mxfp4(src_, cuda::Fp4DenseType::bf16, rows_, cols_, quant::MxScaleRule::ocp, {},
+                                         row_q_.planes(), stream);
     }
+    if (rowwise) row_.run(row_q_.const_planes(), stream);
+    if (colwise) col_.run(col_q_.const_planes(), stream);
   }
   void settle(cudaStream_t stream) override {
     row_.settle(stream);
     col_.settle(stream);
   }
-  std::string note() const override { return row_.note() + "; " + col_.note(); }
+  std::string note() const override { return quant_path_ + "; " + row_.note() + "; " + col_.note(); }
   GemmOperand rowwise() const override { return row_.operand(); }
   GemmOperand colwise() const override { return col_.operand(); }
   ExecutionPath operands_path() const override { return ExecutionPath::emulated_exact_fp8; }
   double bytes_moved(bool rowwise, bool colwise) const override {
     const double n = static_cast<double>(rows_) * cols_;
-    const double quant = n * (2 + 0.5 + 1.0 / 32);  // read BF16, write codes + scales
-    return (rowwise ? quant + row_.bytes_moved() : 0) + (colwise ? 4 * n + quant + col_.bytes_moved() : 0);
+    const double copy = n * (0.5 + 1.0 / 32);  // codes + scales written per copy
+    const double quant = (rowwise || colwise) ? 2 * n + (rowwise ? copy : 0) + (colwise ? copy : 0) : 0;
+    return quant + (rowwise ? row_.bytes_moved() : 0) + (colwise ? col_.bytes_moved() : 0);
   }
 
  private:
   const uint16_t* src_;
   int64_t rows_, cols_;
   Mxfp4Buffers row_q_, col_q_;
-  DeviceBuffer t_;
   ReencodedOperand row_, col_;
+  std::string quant_path_ = "mxfp4 not yet quantized";
 };
 
 // NVFP4 on Hopper: quantize (16x16 blocks for W, 1x16 otherwise; RHT on the wgrad copies; stochastic

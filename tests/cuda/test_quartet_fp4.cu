@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include <cstdio>
@@ -367,6 +368,65 @@ TEST(Mxfp4, QuantizeAndDecodeMatchReference) {
   }
 }
 
+// The row + column MXFP4 quantizer (64x128 tile) against quant::quantize_mx of x and of x^T, for
+// each rule and rounding, BF16 and FP32 input, each copy alone and both; shapes with partial row
+// tiles (96 = 64 + 32) and partial column tiles (320 = 2 x 128 + 64), and one with many tiles.
+TEST(Mxfp4, RowColMatchesReference) {
+  NIBBLE_REQUIRE_GPU();
+  std::mt19937_64 rng(std::random_device{}());
+  const Shape shapes[] = {{64, 256}, {96, 320}, {160, 4096}, {1632, 544}};
+  for (const Shape s : shapes) {
+    const auto x = make_input(s.rows, s.cols, rng, true);
+    auto xf = to_float(x);
+    DeviceBuffer<uint16_t> dx(x.size());
+    dx.upload(x);
+    auto xf32 = xf;
+    xf32[3 * s.cols + 11] = 1e-40f;  // an FP32 subnormal (not representable in BF16)
+    xf32[2 * s.cols + 17] = 3.0000002f;
+    DeviceBuffer<float> dxf(xf32.size());
+    dxf.upload(xf32);
+    for (bool fp32 : {false, true}) {
+      const auto& in = fp32 ? xf32 : xf;
+      const auto xt = transpose(in, s.rows, s.cols);
+      for (auto rule : {quant::MxScaleRule::ocp, quant::MxScaleRule::round_up}) {
+        for (bool sr : {false, true}) {
+          for (int copies : {1, 2, 3}) {
+            SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.cols << " fp32 " << fp32 << " round_up "
+                                              << (rule == quant::MxScaleRule::round_up) << " sr " << sr
+                                              << " copies " << copies);
+            const quant::SrKey key{sr, rng(), quant::kStreamMx};
+            DeviceBuffer<uint8_t> rc(x.size() / 2), rs(x.size() / 32), cc(x.size() / 2), cs(x.size() / 32);
+            const cuda::Mxfp4Planes none{nullptr, nullptr, nullptr};
+            const cuda::Mxfp4Planes row = (copies & 1) ? cuda::Mxfp4Planes{rc.p, rs.p, nullptr} : none;
+            const cuda::Mxfp4Planes col = (copies & 2) ? cuda::Mxfp4Planes{cc.p, cs.p, nullptr} : none;
+            const void* src = fp32 ? static_cast<const void*>(dxf.p) : static_cast<const void*>(dx.p);
+            const char* path = cuda::quantize_mxfp4_rowcol(
+                src, fp32 ? cuda::Fp4DenseType::fp32 : cuda::Fp4DenseType::bf16, s.rows, s.cols, rule, key, row,
+                col, nullptr);
+            NIBBLE_CUDA_CHECK(cudaDeviceSynchronize());
+            EXPECT_NE(std::string(path).find("64x128"), std::string::npos) << path;
+            if (copies & 1) {
+              expect_mxfp4("rowcol row-wise",
+                           quant::quantize_mx(in.data(), s.rows, s.cols, quant::ElementFormat::e2m1, rule, key), rc,
+                           rs, in);
+            }
+            if (copies & 2) {
+              expect_mxfp4("rowcol column-wise",
+                           quant::quantize_mx(xt.data(), s.cols, s.rows, quant::ElementFormat::e2m1, rule, key), cc,
+                           cs, xt);
+            }
+            if (copies == 1) {  // an unrequested copy is never written
+              const auto untouched = cc.download();
+              EXPECT_EQ(std::count(untouched.begin(), untouched.end(), uint8_t{0xA5}),
+                        static_cast<std::ptrdiff_t>(untouched.size()));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Fp4Preconditions, ClearErrorsBeforeLaunch) {
   // Host-side checks run before any device work, so they are testable without a GPU too.
   uint8_t* fake = reinterpret_cast<uint8_t*>(uintptr_t{256});
@@ -393,6 +453,19 @@ TEST(Fp4Preconditions, ClearErrorsBeforeLaunch) {
   }
   EXPECT_THROW(cuda::quartet_forward_quantize(fake, cuda::Fp4DenseType::bf16, 4, 0, {}, out, nullptr),
                std::invalid_argument);
+  const cuda::Mxfp4Planes none{nullptr, nullptr, nullptr};
+  EXPECT_THROW(cuda::quantize_mxfp4_rowcol(fake, cuda::Fp4DenseType::bf16, 40, 64, quant::MxScaleRule::ocp, {}, out,
+                                           none, nullptr),
+               std::invalid_argument);  // rows not a multiple of 32
+  EXPECT_THROW(cuda::quantize_mxfp4_rowcol(fake, cuda::Fp4DenseType::bf16, 64, 48, quant::MxScaleRule::ocp, {}, none,
+                                           out, nullptr),
+               std::invalid_argument);  // cols not a multiple of 32
+  EXPECT_THROW(cuda::quantize_mxfp4_rowcol(fake, cuda::Fp4DenseType::bf16, 64, 64, quant::MxScaleRule::ocp, {}, none,
+                                           none, nullptr),
+               std::invalid_argument);  // no copy asked for
+  EXPECT_THROW(cuda::quantize_mxfp4_rowcol(fake, cuda::Fp4DenseType::bf16, 64, 64, quant::MxScaleRule::ocp, {},
+                                           cuda::Mxfp4Planes{fake, nullptr, nullptr}, none, nullptr),
+               std::invalid_argument);  // codes without scales
 }
 
 }  // namespace

@@ -21,6 +21,14 @@ namespace nibble::cuda {
 const char* quantize_mxfp4(const void* x, Fp4DenseType type, int64_t rows, int64_t cols, quant::MxScaleRule rule,
                            const quant::SrKey& sr, Mxfp4Planes out, cudaStream_t stream);
 
+// Both copies a training step needs from one read: `rowwise` = quantize_mxfp4(x) and `colwise` =
+// quantize_mxfp4(x^T) (1x32 blocks along rows; index = col * rows + row for stochastic rounding),
+// either may be empty (codes == nullptr), not both. cols % 32 == 0 and rows % 32 == 0. A 64x128
+// shared-memory tile per CTA whose stores cover whole 32-byte sectors (fp4_rowcol_tile.cuh).
+const char* quantize_mxfp4_rowcol(const void* x, Fp4DenseType type, int64_t rows, int64_t cols,
+                                  quant::MxScaleRule rule, const quant::SrKey& sr, Mxfp4Planes rowwise,
+                                  Mxfp4Planes colwise, cudaStream_t stream);
+
 // Exact decode of an MXFP4 tensor to BF16: out = BF16(decode_e2m1(code) * 2^k) (exact: two
 // significant bits; NaN scale -> NaN). Equals quant::decode_to_bf16_unscaled. cols % 32 == 0.
 const char* decode_mxfp4_bf16(Mxfp4ConstPlanes q, int64_t rows, int64_t cols, uint16_t* out, cudaStream_t stream);

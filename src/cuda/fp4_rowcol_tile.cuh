@@ -1,8 +1,11 @@
-// Quartet backward quantizer, tile version 3: a CTA stages a 64 x 128 tile in shared memory (as
-// float) and writes the row-wise and the column-wise MXFP4 copies with every warp store covering
-// whole 32-byte sectors. Version 1's 32 x 256 tile gives each lane of a store a different output row,
-// so every 16-byte code store and every scale byte is its own L2 sector: ncu on the H200 found that
-// kernel L2-bound (72.6% L2 vs 25% DRAM throughput). Here:
+// The 64 x 128 row + column tile shared by the MXFP4-output quantizers (the Quartet backward
+// quantizer's tile version 3 and the MXFP4 recipe's row + column quantizer): a CTA stages the tile in
+// shared memory (as float) and writes the row-wise and the column-wise MXFP4 copies with every warp
+// store covering whole 32-byte sectors. What happens to each 32-group (rotation, scale rule,
+// rounding) is the `Groups` policy: apply(v, index0, codes, scales) quantizes the 32 values v of
+// output element index0 and stores them. The Quartet backward's version-1 32 x 256 tile gives each
+// lane of a store a different output row, so every 16-byte code store and every scale byte is its
+// own L2 sector: ncu on the H200 found that kernel L2-bound (72.6% L2 vs 25% DRAM throughput). Here:
 //  - row-wise: lane (row = lane / 4, group = lane % 4): 4 lanes write one row's 64 contiguous code
 //    bytes (two full sectors) and its 4 scale bytes;
 //  - column-wise: lane (column = lane / 2, 32-row half = lane % 2): 2 lanes write one transposed
@@ -14,10 +17,53 @@
 // (2 rows x 4 groups) then hit 8 distinct 16-byte bank groups, and column reads of a warp (16
 // consecutive columns x both halves) hit 32 distinct banks.
 #pragma once
-#include "quartet_backward_parts.cuh"
+#include <cuda_runtime.h>
 
-namespace nibble::cuda::bwd::tile64 {
+#include <cstdint>
 
+#include "fp4_kernel_io.cuh"
+#include "nibble/cuda/quartet.hpp"
+#include "nibble/format/e8m0.hpp"
+#include "nibble/format/minifloat.hpp"
+
+namespace nibble::cuda::rowcol {
+
+// A 16-entry E2M1 decode table in shared memory: 16 words in 16 banks, so any lane pattern is
+// conflict-free (equal addresses broadcast); one LDS instead of the generic bit decode.
+__device__ __forceinline__ void init_e2m1_table(float* lut) {
+  if (threadIdx.x < 16) lut[threadIdx.x] = fmt::decode_e2m1(static_cast<uint8_t>(threadIdx.x));
+}
+
+// Dequantizes one MXFP4 32-group (as quant::dequantize: decode_e2m1(code) * decode_e8m0(scale)),
+// handing out float4s: put(j, value of elements j..j+3) for j = 0, 4, ..., 28.
+template <class Put>
+__device__ __forceinline__ void decode_mxfp4_group(const float* lut, const uint4& packed, uint32_t scale, Put&& put) {
+  const float s = fmt::decode_e8m0(static_cast<uint8_t>(scale));
+#pragma unroll
+  for (int j = 0; j < 32; j += 4) {
+    float d[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) d[k] = lut[fp4::unpack_e2m1(packed, j + k)] * s;
+    put(j, make_float4(d[0], d[1], d[2], d[3]));
+  }
+}
+
+// The 16 bytes of one vector load as floats: 8 BF16 (low half of each word = even element) or 4 FP32.
+template <class In>
+__device__ __forceinline__ void unpack_chunk(const uint4& raw, float* v) {
+  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    if constexpr (sizeof(In) == 2) {
+      v[2 * j] = fmt::bits_float(w[j] << 16);
+      v[2 * j + 1] = fmt::bits_float(w[j] & 0xffff0000u);
+    } else {
+      v[j] = fmt::bits_float(w[j]);
+    }
+  }
+}
+
+// ---- the 64 x 128 tile ----------------------------------------------------------------------
 constexpr int kThreads = 256;
 constexpr int kRows = 64;
 constexpr int kCols = 128;
@@ -98,10 +144,9 @@ struct Mxfp4Loader {
   }
 };
 
-template <int R, bool kSr, class Loader>
+template <class Groups, class Loader>
 __global__ void __launch_bounds__(kThreads)
-    kernel(Loader load, int64_t rows, int64_t cols, SignBits signs, quant::SrKey key, Mxfp4Planes rowwise,
-           Mxfp4Planes colwise) {
+    kernel(Loader load, int64_t rows, int64_t cols, Groups groups, Mxfp4Planes rowwise, Mxfp4Planes colwise) {
   __shared__ __align__(16) float smem[kSmemFloats];
   __shared__ float lut[16];
   const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kCols;
@@ -117,7 +162,6 @@ __global__ void __launch_bounds__(kThreads)
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   float v[32];
   if (rowwise.codes != nullptr) {
-    // R <= 32, so a 32-group holds whole rotation blocks.
     const int r = warp * 8 + lane / 4, grp = lane % 4;
     if (r < e.rows && grp * 32 < e.cols) {
 #pragma unroll
@@ -128,8 +172,7 @@ __global__ void __launch_bounds__(kThreads)
         v[j + 2] = f.z;
         v[j + 3] = f.w;
       }
-      rotate_signed<R, 32>(v, signs);
-      quantize_store_group<kSr>(v, key, (row0 + r) * cols + col0 + grp * 32, rowwise.codes, rowwise.scales);
+      groups.apply(v, (row0 + r) * cols + col0 + grp * 32, rowwise.codes, rowwise.scales);
     }
   }
   if (colwise.codes != nullptr) {
@@ -139,8 +182,7 @@ __global__ void __launch_bounds__(kThreads)
       const float* col = smem + at(h * 32, c);  // rows h*32 + i lie kStride floats apart
 #pragma unroll
       for (int i = 0; i < 32; ++i) v[i] = col[i * kStride];
-      rotate_signed<R, 32>(v, signs);
-      quantize_store_group<kSr>(v, key, (col0 + c) * rows + row0 + h * 32, colwise.codes, colwise.scales);
+      groups.apply(v, (col0 + c) * rows + row0 + h * 32, colwise.codes, colwise.scales);
     }
   }
 }
@@ -149,4 +191,4 @@ inline dim3 grid(int64_t rows, int64_t cols) {
   return dim3(fp4::blocks_for(cols, kCols), fp4::blocks_for(rows, kRows));
 }
 
-}  // namespace nibble::cuda::bwd::tile64
+}  // namespace nibble::cuda::rowcol
