@@ -3,7 +3,8 @@
 # and Python, before any timing), the FP8/FP4 kernel benchmarks (the FP4 one carries the Quartet
 # backward tile versions 1/2/3 side by side), then nibble bench on the default model with the default
 # tile kernel (version 1) and again with NIBBLE_QUARTET_TILE=3, so the step-faithful Quartet/MXFP4
-# rows of both land in the same run next to BF16. Everything goes to $OUT/run (+ run.tgz).
+# rows of both land in the same run next to BF16; per-gemm mode for the FP8 recipes and the PyTorch step
+# benchmark (FP8 recipes and quartet on nibble's CUDA backend). Everything goes to $OUT/run (+ run.tgz).
 # Usage: bash scripts/gpu_call_ab.sh      (about 6-7 minutes on the H200 with 16 cores)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +18,12 @@ grep -E "quartet bwd|quartet fwd|mxfp4|copy" "$R/gpu_quant_fp4_bench.txt" | head
 timeout 120 build-gpu/nibble bench --quiet --json "$R/bench.json" --html "$R/bench.html" >"$R/bench.txt" 2>&1; echo "$(el) bench (tile v1) rc=$?"
 NIBBLE_QUARTET_TILE=3 timeout 90 build-gpu/nibble bench --quiet --recipes bf16,mxfp4,quartet --json "$R/bench-tile3.json" \
   >"$R/bench-tile3.txt" 2>&1; echo "$(el) bench (tile v3) rc=$?"
-gpu_bench_summary bench.json bench-tile3.json
+timeout 60 build-gpu/nibble bench --quiet --mode per-gemm --recipes bf16,fp8-delayed,fp8-block --json "$R/bench-per-gemm.json" \
+  >"$R/bench-per-gemm.txt" 2>&1; echo "$(el) bench per-gemm rc=$?"
+NIBBLE_BUILD_DIR=build-py-gpu timeout 80 python3 bench/step_bench.py --preset codonfm-5b --reps 5 --warmup 2 \
+  --recipes bf16,fp8-current,fp8-delayed,fp8-block,quartet --bench-json "$R/bench.json" --json "$R/step-codonfm-5b.json" \
+  >"$R/step-codonfm-5b.txt" 2>&1; echo "$(el) step bench rc=$?"
+gpu_bench_summary bench.json bench-tile3.json bench-per-gemm.json
+grep -vE "^\s*$" "$R/step-codonfm-5b.txt" | tail -12
 tar -C "$OUT" -czf "$OUT/run.tgz" run && rm -rf "$R"
 echo "total $(( $(date +%s) - t0 )) s"
