@@ -1,29 +1,32 @@
 #!/usr/bin/env bash
-# One GPU call that validates and A/Bs kernel changes not yet measured: build, every GPU test (C++
-# and Python, before any timing), the FP8/FP4 kernel benchmarks (the FP4 one carries the Quartet
-# backward tile versions 1/2/3 side by side), then nibble bench on the default model with the default
-# tile kernel (version 1) and again with NIBBLE_QUARTET_TILE=3, so the step-faithful Quartet/MXFP4
-# rows of both land in the same run next to BF16; per-gemm mode for the FP8 recipes and the PyTorch step
-# benchmark (FP8 recipes and quartet on nibble's CUDA backend). Everything goes to $OUT/run (+ run.tgz).
-# Usage: bash scripts/gpu_call_ab.sh      (about 6-7 minutes on the H200 with 16 cores)
+# One GPU call that validates and A/Bs kernel changes: build, every GPU test (C++ and Python, before
+# any timing; the Python suite gets PY_DEADLINE seconds including its build), the FP4 kernel
+# benchmark (it carries the Quartet backward tile versions 1/2/3 side by side), then nibble bench on
+# the default model with the default tile kernel (version 3) and again with NIBBLE_QUARTET_TILE=1,
+# so the step-faithful Quartet rows of both land in the same run next to BF16. Set FULL=1 to add the
+# FP8 kernel benchmark, per-gemm FP8 and the PyTorch step benchmark. Everything goes to $OUT/run
+# (+ run.tgz). Usage: bash scripts/gpu_call_ab.sh   (about 8 minutes on the H200 with 16 cores)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-BUILD_JOBS=11 PY_JOBS=5
+BUILD_JOBS=11 PY_JOBS=5 PY_DEADLINE=${PY_DEADLINE:-330}
 source scripts/gpu_call_lib.sh
 gpu_build_and_python_tests
-for x in build-gpu/bench/gpu_quant_fp4_bench build-gpu/bench/gpu_quant_fp8_bench; do
+benches=(build-gpu/bench/gpu_quant_fp4_bench)
+[ "${FULL:-0}" = 1 ] && benches+=(build-gpu/bench/gpu_quant_fp8_bench)
+for x in "${benches[@]}"; do
   timeout 100 "$x" --json "$R/$(basename "$x").json" >"$R/$(basename "$x").txt" 2>&1; echo "$(el) $(basename "$x") rc=$?"
 done
-grep -E "quartet bwd|quartet fwd|mxfp4|copy" "$R/gpu_quant_fp4_bench.txt" | head -40
-timeout 120 build-gpu/nibble bench --quiet --json "$R/bench.json" --html "$R/bench.html" >"$R/bench.txt" 2>&1; echo "$(el) bench (tile v1) rc=$?"
-NIBBLE_QUARTET_TILE=3 timeout 90 build-gpu/nibble bench --quiet --recipes bf16,mxfp4,quartet --json "$R/bench-tile3.json" \
-  >"$R/bench-tile3.txt" 2>&1; echo "$(el) bench (tile v3) rc=$?"
-timeout 60 build-gpu/nibble bench --quiet --mode per-gemm --recipes bf16,fp8-delayed,fp8-block --json "$R/bench-per-gemm.json" \
-  >"$R/bench-per-gemm.txt" 2>&1; echo "$(el) bench per-gemm rc=$?"
-NIBBLE_BUILD_DIR=build-py-gpu timeout 80 python3 bench/step_bench.py --preset codonfm-5b --reps 5 --warmup 2 \
-  --recipes bf16,fp8-current,fp8-delayed,fp8-block,quartet --bench-json "$R/bench.json" --json "$R/step-codonfm-5b.json" \
-  >"$R/step-codonfm-5b.txt" 2>&1; echo "$(el) step bench rc=$?"
-gpu_bench_summary bench.json bench-tile3.json bench-per-gemm.json
-grep -vE "^\s*$" "$R/step-codonfm-5b.txt" | tail -12
+grep -E "quartet bwd|mxfp4 ocp|copy" "$R/gpu_quant_fp4_bench.txt" | head -24
+timeout 120 build-gpu/nibble bench --quiet --json "$R/bench.json" --html "$R/bench.html" >"$R/bench.txt" 2>&1; echo "$(el) bench (tile v3) rc=$?"
+NIBBLE_QUARTET_TILE=1 timeout 60 build-gpu/nibble bench --quiet --recipes bf16,quartet --json "$R/bench-tile1.json" \
+  >"$R/bench-tile1.txt" 2>&1; echo "$(el) bench (tile v1) rc=$?"
+if [ "${FULL:-0}" = 1 ]; then
+  timeout 60 build-gpu/nibble bench --quiet --mode per-gemm --recipes bf16,fp8-delayed,fp8-block --json "$R/bench-per-gemm.json" \
+    >"$R/bench-per-gemm.txt" 2>&1; echo "$(el) bench per-gemm rc=$?"
+  NIBBLE_BUILD_DIR=build-py-gpu timeout 80 python3 bench/step_bench.py --preset codonfm-5b --reps 5 --warmup 2 \
+    --recipes bf16,fp8-current,fp8-delayed,fp8-block,quartet --bench-json "$R/bench.json" --json "$R/step-codonfm-5b.json" \
+    >"$R/step-codonfm-5b.txt" 2>&1; echo "$(el) step bench rc=$?"
+fi
+gpu_bench_summary bench.json bench-tile1.json bench-per-gemm.json
 tar -C "$OUT" -czf "$OUT/run.tgz" run && rm -rf "$R"
 echo "total $(( $(date +%s) - t0 )) s"

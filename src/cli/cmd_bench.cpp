@@ -30,7 +30,7 @@ struct BenchArgs {
   bool pre_quantize_only = false;
   std::string mode = "step";
   bool no_fp8 = false, no_fp4 = false;
-  std::string baseline = "fp8-delayed";
+  std::string baseline;  // empty: fp8-delayed when benchmarked, else bf16, else the first recipe
   int iters = 20, warmup = 3;
   std::string json, csv, html, gpu;
   bool autotune = false;
@@ -79,8 +79,12 @@ int run_bench(const BenchArgs& a) {
   const auto w = nibble::workload::derive_workload(model, a.workload);
   const auto recipes = chosen_recipes(a);
   const auto modes = chosen_modes(a);
-  if (std::find(recipes.begin(), recipes.end(), a.baseline) == recipes.end()) {
-    throw std::invalid_argument(fmt::format("--baseline {} is not among the recipes benchmarked ({})", a.baseline,
+  const auto has = [&](const std::string& r) { return std::find(recipes.begin(), recipes.end(), r) != recipes.end(); };
+  std::string baseline = a.baseline;
+  if (baseline.empty()) baseline = has("fp8-delayed") ? "fp8-delayed" : has("bf16") ? "bf16" : recipes.front();
+  if (!has(baseline)) {
+    throw std::invalid_argument(fmt::format("--baseline {} is not among the recipes benchmarked ({}); add it to --recipes or "
+                                            "pick one of those", baseline,
                                             fmt::join(recipes, ", ")));
   }
   nibble::bench::BenchResult result;
@@ -93,7 +97,7 @@ int run_bench(const BenchArgs& a) {
     opt.iters = a.iters;
     opt.warmup = a.warmup;
     opt.autotune = a.autotune;
-    opt.baseline = a.baseline;
+    opt.baseline = baseline;
     opt.command_line = a.command_line;
     if (!a.quiet) opt.progress = progress_bar;
     result = nibble::engine::run_bench(w, opt);
@@ -108,7 +112,7 @@ int run_bench(const BenchArgs& a) {
     }
     result = nibble::predict::predict_bench(w, recipes, modes, gpu);
     result.command_line = a.command_line;
-    result.baseline_recipe = a.baseline;
+    result.baseline_recipe = baseline;
   }
   const std::string table = nibble::report::render_terminal(result);
   std::fwrite(table.data(), 1, table.size(), stdout);
@@ -130,7 +134,8 @@ std::function<int()> setup_bench(CLI::App& sub) {
       ->capture_default_str();
   sub.add_flag("--no-fp8", a->no_fp8, "skip the FP8 recipes");
   sub.add_flag("--no-fp4", a->no_fp4, "skip the FP4 recipes");
-  sub.add_option("--baseline", a->baseline, "recipe the speedups are also quoted against")->capture_default_str();
+  sub.add_option("--baseline", a->baseline,
+                 "recipe the speedups are also quoted against (default: fp8-delayed when benchmarked, else bf16)");
   sub.add_option("--iters", a->iters, "timed runs per row")->check(CLI::Range(1, 100000))->capture_default_str();
   sub.add_option("--warmup", a->warmup, "warm-up runs per row")->check(CLI::Range(0, 100000))->capture_default_str();
   sub.add_option("--json", a->json, "write the full result as JSON");

@@ -208,21 +208,22 @@ __global__ void __launch_bounds__(kThreads, 4)
   }
 }
 
-// NIBBLE_QUARTET_TILE selects the tile kernel, for A/B measurements. Version 2 was slower than
-// version 1 on the H200 (15872x4096 row+col 0.214 vs 0.171 ms, 15872x16384 1.08 vs 0.66 ms;
-// docs/perf/2026-12-03-h200.md). Version 3 (fp4_rowcol_tile.cuh: 64 x 128 tiles, sector-wide
-// stores) is not measured yet, so version 1 stays the default until it is.
+// NIBBLE_QUARTET_TILE selects the tile kernel, for A/B measurements. Version 3 (fp4_rowcol_tile.cuh:
+// 64 x 128 tiles, sector-wide stores) is the default: on the H200 it beat version 1 (a CTA per 32x256
+// tile) in the same run, row+col nearest 0.132 vs 0.165 ms on 15872x4096 and 0.495 vs 0.671 ms on
+// 15872x16384, from-MXFP4 transposed 0.087 vs 0.096 and 0.322 vs 0.366 ms (docs/perf/2026-12-03-h200-
+// session13.md). Version 2 (persistent CTAs) was slower than version 1 (0.218 and 1.10 ms).
 enum class TileVersion { per_tile = 1, persistent = 2, wide = 3 };
 
 TileVersion tile_version() {
   const char* v = std::getenv("NIBBLE_QUARTET_TILE");
-  if (v == nullptr) return TileVersion::per_tile;
+  if (v == nullptr) return TileVersion::wide;
   const std::string s(v);
+  if (s == "1") return TileVersion::per_tile;
   if (s == "2") return TileVersion::persistent;
-  if (s == "3") return TileVersion::wide;
-  if (s == "1" || s.empty()) return TileVersion::per_tile;
-  throw std::invalid_argument("NIBBLE_QUARTET_TILE='" + s + "' is unknown; use 1 (a CTA per 32x256 tile, the "
-                              "default), 2 (persistent CTAs) or 3 (64x128 tiles, sector-wide stores)");
+  if (s == "3" || s.empty()) return TileVersion::wide;
+  throw std::invalid_argument("NIBBLE_QUARTET_TILE='" + s + "' is unknown; use 3 (64x128 tiles, sector-wide "
+                              "stores, the default), 1 (a CTA per 32x256 tile) or 2 (persistent CTAs)");
 }
 
 // What a tile launch produced, and the path string it returns (static storage: the API returns

@@ -1,0 +1,39 @@
+// `nibble bench` recipe/baseline selection end to end (with --gpu, so it predicts on any machine).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.hpp"
+
+namespace {
+
+using nibble::cli::testing::CliSandbox;
+
+nlohmann::json load(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+TEST(CliBench, BaselineDefaultsToBf16WhenFp8DelayedIsNotBenchmarked) {
+  CliSandbox box;
+  const auto r = box.run("bench --gpu 'H200 SXM' --quiet --recipes mxfp4,quartet --json " + box.path("b.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = load(box.path("b.json"));
+  EXPECT_EQ(j.at("baseline_recipe"), "bf16");
+  const auto r2 = box.run("bench --gpu 'H200 SXM' --quiet --recipes fp8-delayed,mxfp4 --json " + box.path("c.json"));
+  ASSERT_EQ(r2.exit_code, 0) << r2.err;
+  EXPECT_EQ(load(box.path("c.json")).at("baseline_recipe"), "fp8-delayed");
+}
+
+TEST(CliBench, ExplicitBaselineOutsideTheRecipesIsRefused) {
+  CliSandbox box;
+  const auto r = box.run("bench --gpu 'H200 SXM' --quiet --recipes mxfp4 --baseline fp8-block --json " +
+                         box.path("b.json"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--baseline fp8-block"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(box.path("b.json")));
+}
+
+}  // namespace
