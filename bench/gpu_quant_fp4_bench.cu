@@ -185,32 +185,6 @@ int main(int argc, char** argv) {
       return cuda::quartet_backward_quantize_mxfp4_transposed({codes, scales, nullptr}, s.rows, s.cols, bo,
                                                               {codes2, scales2, nullptr}, nullptr);
     });
-    // The same tile kernels at version 2 (persistent CTAs, next tile prefetched) and version 3, the
-    // A/B against the default version 1 (a CTA per tile).
-    setenv("NIBBLE_QUARTET_TILE", "2", 1);
-    run("quartet bwd row+col rn (v2: persistent CTAs)", 2 * nb + 2 * mxfp4_out, [&](int i) {
-      return cuda::quartet_backward_quantize(x[i % kBuffers], cuda::Fp4DenseType::bf16, s.rows, s.cols, bo,
-                                             {codes, scales, nullptr}, {codes2, scales2, nullptr}, nullptr);
-    });
-    run("quartet bwd from mxfp4 (transposed) (v2: persistent CTAs)", mxfp4_out * 2, [&](int) {
-      return cuda::quartet_backward_quantize_mxfp4_transposed({codes, scales, nullptr}, s.rows, s.cols, bo,
-                                                              {codes2, scales2, nullptr}, nullptr);
-    });
-    // Version 3: 64x128 tiles whose warp stores cover whole 32-byte sectors.
-    setenv("NIBBLE_QUARTET_TILE", "3", 1);
-    run("quartet bwd row+col rn (v3: 64x128 tiles)", 2 * nb + 2 * mxfp4_out, [&](int i) {
-      return cuda::quartet_backward_quantize(x[i % kBuffers], cuda::Fp4DenseType::bf16, s.rows, s.cols, bo,
-                                             {codes, scales, nullptr}, {codes2, scales2, nullptr}, nullptr);
-    });
-    run("quartet bwd row+col sr (v3: 64x128 tiles)", 2 * nb + 2 * mxfp4_out, [&](int i) {
-      return cuda::quartet_backward_quantize(x[i % kBuffers], cuda::Fp4DenseType::bf16, s.rows, s.cols, bs,
-                                             {codes, scales, nullptr}, {codes2, scales2, nullptr}, nullptr);
-    });
-    run("quartet bwd from mxfp4 (transposed) (v3: 64x128 tiles)", mxfp4_out * 2, [&](int) {
-      return cuda::quartet_backward_quantize_mxfp4_transposed({codes, scales, nullptr}, s.rows, s.cols, bo,
-                                                              {codes2, scales2, nullptr}, nullptr);
-    });
-    unsetenv("NIBBLE_QUARTET_TILE");
     run("quartet epilogue bf16->bf16", 4 * nb + nb / 8, [&](int i) {
       return cuda::quartet_epilogue(x[i % kBuffers], cuda::Fp4DenseType::bf16, s.rows, s.cols, mask, {}, out16,
                                     cuda::Fp4DenseType::bf16, nullptr);

@@ -1,11 +1,9 @@
 #!/usr/bin/env bash
-# One GPU call that validates and A/Bs kernel changes: build, every GPU test (C++ and Python, before
-# any timing; the Python suite gets PY_DEADLINE seconds including its build), the FP4 kernel
-# benchmark (it carries the Quartet backward tile versions 1/2/3 side by side), then nibble bench on
-# the default model with the default tile kernel (version 3) and again with NIBBLE_QUARTET_TILE=1,
-# so the step-faithful Quartet rows of both land in the same run next to BF16. Set FULL=1 to add the
-# FP8 kernel benchmark, per-gemm FP8 and the PyTorch step benchmark. Everything goes to $OUT/run
-# (+ run.tgz). Usage: bash scripts/gpu_call_ab.sh   (about 8 minutes on the H200 with 16 cores)
+# One GPU call that validates kernel changes: build, every GPU test (C++ and Python, before any
+# timing; the Python suite gets PY_DEADLINE seconds including its build), the FP4 kernel benchmark,
+# then nibble bench on the default model. Set FULL=1 to add the FP8 kernel benchmark, per-gemm FP8
+# and the PyTorch step benchmark. Everything goes to $OUT/run
+# (+ run.tgz). Usage: bash scripts/gpu_call_ab.sh   (about 5 minutes on the H200 with 16 cores)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD_JOBS=11 PY_JOBS=5 PY_DEADLINE=${PY_DEADLINE:-330}
@@ -17,9 +15,7 @@ for x in "${benches[@]}"; do
   timeout 100 "$x" --json "$R/$(basename "$x").json" >"$R/$(basename "$x").txt" 2>&1; echo "$(el) $(basename "$x") rc=$?"
 done
 grep -E "quartet bwd|mxfp4 ocp|copy" "$R/gpu_quant_fp4_bench.txt" | head -24
-timeout 120 build-gpu/nibble bench --quiet --json "$R/bench.json" --html "$R/bench.html" >"$R/bench.txt" 2>&1; echo "$(el) bench (tile v3) rc=$?"
-NIBBLE_QUARTET_TILE=1 timeout 60 build-gpu/nibble bench --quiet --recipes bf16,quartet --json "$R/bench-tile1.json" \
-  >"$R/bench-tile1.txt" 2>&1; echo "$(el) bench (tile v1) rc=$?"
+timeout 120 build-gpu/nibble bench --quiet --json "$R/bench.json" --html "$R/bench.html" >"$R/bench.txt" 2>&1; echo "$(el) bench rc=$?"
 if [ "${FULL:-0}" = 1 ]; then
   timeout 60 build-gpu/nibble bench --quiet --mode per-gemm --recipes bf16,fp8-delayed,fp8-block --json "$R/bench-per-gemm.json" \
     >"$R/bench-per-gemm.txt" 2>&1; echo "$(el) bench per-gemm rc=$?"
@@ -27,6 +23,6 @@ if [ "${FULL:-0}" = 1 ]; then
     --recipes bf16,fp8-current,fp8-delayed,fp8-block,quartet --bench-json "$R/bench.json" --json "$R/step-codonfm-5b.json" \
     >"$R/step-codonfm-5b.txt" 2>&1; echo "$(el) step bench rc=$?"
 fi
-gpu_bench_summary bench.json bench-tile1.json bench-per-gemm.json
+gpu_bench_summary bench.json bench-per-gemm.json
 tar -C "$OUT" -czf "$OUT/run.tgz" run && rm -rf "$R"
 echo "total $(( $(date +%s) - t0 )) s"

@@ -138,20 +138,10 @@ TEST(QuartetForward, Fp32InputMatchesReference) {
   expect_bytes("forward fp32 mask", mask.download(), ref.mask, xf, 1, 8);
 }
 
-// Selects a tile kernel version (NIBBLE_QUARTET_TILE) for one scope: 1 = a CTA per 32x256 tile
-// (the default), 2 = persistent CTAs, 3 = 64x128 tiles with sector-wide stores.
-struct TileVersion {
-  explicit TileVersion(const char* v) { setenv("NIBBLE_QUARTET_TILE", v, 1); }
-  ~TileVersion() { unsetenv("NIBBLE_QUARTET_TILE"); }
-};
-const char* const kTileVersions[] = {"1", "2", "3"};
-
 TEST(QuartetBackward, RowwiseColwiseNearestAndStochastic) {
   NIBBLE_REQUIRE_GPU();
   std::mt19937_64 rng(std::random_device{}());
-  for (const char* version : kTileVersions)
   for (const Shape s : kShapes) {
-    const TileVersion tv(version);
     const auto x = make_input(s.rows, s.cols, rng, true);
     const auto xf = to_float(x);
     const auto xt = transpose(xf, s.rows, s.cols);
@@ -160,7 +150,7 @@ TEST(QuartetBackward, RowwiseColwiseNearestAndStochastic) {
     for (int h : {16, 32}) {
       for (bool sr : {false, true}) {
         for (int copies : {1, 2, 3}) {  // 1 row-wise only, 2 column-wise only, 3 both
-          SCOPED_TRACE(::testing::Message() << "tile v" << version << " " << s.rows << "x" << s.cols << " h" << h
+          SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.cols << " h" << h
                                             << " sr " << sr << " copies " << copies);
           cuda::QuartetBackwardOptions o;
           o.sign_seed = rng();
@@ -217,9 +207,7 @@ TEST(QuartetBackward, FromMxfp4TransposedMatchesReference) {
   qc.upload(fwd.codes);
   qs.upload(fwd.scale_codes);
   const auto deq_t = transpose(quant::dequantize(fwd), rows, cols);
-  for (const char* version : kTileVersions) {
-    SCOPED_TRACE(::testing::Message() << "tile v" << version);
-    const TileVersion tv(version);
+  {
     cuda::QuartetBackwardOptions o;
     o.sign_seed = rng();
     o.rounding = quant::SrKey{true, rng(), quant::kStreamQuartetBackward};
@@ -231,7 +219,7 @@ TEST(QuartetBackward, FromMxfp4TransposedMatchesReference) {
   }
 }
 
-// FP32 input (the Python layer's float32 gradients) through every tile version, with an FP32
+// FP32 input (the Python layer's float32 gradients) through the tile kernel, with an FP32
 // subnormal that BF16 cannot carry.
 TEST(QuartetBackward, Fp32InputTileMatchesReference) {
   NIBBLE_REQUIRE_GPU();
@@ -242,10 +230,9 @@ TEST(QuartetBackward, Fp32InputTileMatchesReference) {
   const auto xt = transpose(xf, rows, cols);
   DeviceBuffer<float> dx(xf.size());
   dx.upload(xf);
-  for (const char* version : kTileVersions) {
+  {
     for (bool sr : {false, true}) {
-      SCOPED_TRACE(::testing::Message() << "tile v" << version << " sr " << sr);
-      const TileVersion tv(version);
+      SCOPED_TRACE(::testing::Message() << "sr " << sr);
       cuda::QuartetBackwardOptions o;
       o.sign_seed = rng();
       o.rounding = quant::SrKey{sr, rng(), quant::kStreamQuartetBackward};
@@ -260,11 +247,9 @@ TEST(QuartetBackward, Fp32InputTileMatchesReference) {
   }
 }
 
-// Every tile kernel (version 1: a CTA per tile, the default; version 2: persistent CTAs prefetching
-// the next tile; version 3: 64x128 tiles) on a tensor with many more tiles than resident CTAs, so
-// version 2's loop runs several tiles per CTA, with a partial last column tile (8480 = 33 x 256 + 32
-// = 66 x 128 + 32) and, for version 3, a partial last row tile (1632 = 25 x 64 + 32).
-TEST(QuartetBackward, TileVariantsMatchReferenceOnManyTiles) {
+// The 64x128 tile kernel on a tensor with many more tiles than resident CTAs, with a partial last
+// column tile (8480 = 66 x 128 + 32) and a partial last row tile (1632 = 25 x 64 + 32).
+TEST(QuartetBackward, TileKernelMatchesReferenceOnManyTiles) {
   NIBBLE_REQUIRE_GPU();
   std::mt19937_64 rng(std::random_device{}());
   const int64_t rows = 1632, cols = 8480;
@@ -278,9 +263,7 @@ TEST(QuartetBackward, TileVariantsMatchReferenceOnManyTiles) {
   qc.upload(fwd.codes);
   qs.upload(fwd.scale_codes);
   const auto deq_t = transpose(quant::dequantize(fwd), rows, cols);
-  for (const char* variant : kTileVersions) {
-    SCOPED_TRACE(::testing::Message() << "NIBBLE_QUARTET_TILE=" << variant);
-    const TileVersion tv(variant);
+  {
     for (bool sr : {false, true}) {
       SCOPED_TRACE(sr);
       cuda::QuartetBackwardOptions o;
@@ -289,8 +272,7 @@ TEST(QuartetBackward, TileVariantsMatchReferenceOnManyTiles) {
       DeviceBuffer<uint8_t> rc(x.size() / 2), rs(x.size() / 32), cc(x.size() / 2), cs(x.size() / 32);
       const std::string path = cuda::quartet_backward_quantize(dx.p, cuda::Fp4DenseType::bf16, rows, cols, o,
                                                                {rc.p, rs.p, nullptr}, {cc.p, cs.p, nullptr}, nullptr);
-      EXPECT_EQ(path.find("persistent") != std::string::npos, std::string(variant) == "2") << path;
-      EXPECT_EQ(path.find("64x128") != std::string::npos, std::string(variant) == "3") << path;
+      EXPECT_NE(path.find("64x128"), std::string::npos) << path;
       expect_mxfp4("backward row-wise", quant::quantize_quartet_backward(xf.data(), rows, cols, o.sign_seed, 32, true,
                                                                          o.rounding), rc, rs, xf);
       expect_mxfp4("backward column-wise", quant::quantize_quartet_backward(xt.data(), cols, rows, o.sign_seed, 32,
@@ -442,15 +424,6 @@ TEST(Fp4Preconditions, ClearErrorsBeforeLaunch) {
   o.hadamard_size = 32;
   EXPECT_THROW(cuda::quartet_backward_quantize(fake, cuda::Fp4DenseType::bf16, 40, 256, o, {}, out, nullptr),
                std::invalid_argument);  // rows not a multiple of 32
-  {
-    const TileVersion tv("7");  // an unknown kernel version is refused, naming the valid ones
-    try {
-      cuda::quartet_backward_quantize(fake, cuda::Fp4DenseType::bf16, 64, 256, o, {}, out, nullptr);
-      ADD_FAILURE() << "NIBBLE_QUARTET_TILE=7 was accepted";
-    } catch (const std::invalid_argument& e) {
-      EXPECT_NE(std::string(e.what()).find("64x128"), std::string::npos) << e.what();
-    }
-  }
   EXPECT_THROW(cuda::quartet_forward_quantize(fake, cuda::Fp4DenseType::bf16, 4, 0, {}, out, nullptr),
                std::invalid_argument);
   const cuda::Mxfp4Planes none{nullptr, nullptr, nullptr};
