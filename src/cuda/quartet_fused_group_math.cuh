@@ -46,6 +46,34 @@ NIBBLE_HD uint8_t encode_e2m1_fadd(float x) {
   return static_cast<uint8_t>(((b >> 28) & 0x8u) | e2m1_magnitude_fadd(c));
 }
 
+// == fmt::encode_e2m1_sr(x, r) for every float x and r, without the generic encoder's 64-bit
+// significand arithmetic. With b = bits(|x|) and E = b >> 23:
+//  - |x| >= 1 (E >= 127): the E2M1 step is 2^(E-127-1) and the rounding remainder is the low 22
+//    mantissa bits, so the round-down code is (b >> 22) - 252 and P(up) = (b << 10) / 2^32;
+//  - |x| < 1: step 0.5; round-down code 1 for |x| in [0.5, 1) (E = 126), else 0, and the
+//    threshold floor(frac * 2^32) is the high word of sig << (E - 85) (bits above 2^64 are the
+//    round-down code, dropped), 0 once E <= 93 (and for zeros/subnormals, as the reference).
+// Codes saturate at 7 (satfinite; +-inf -> +-6); NaN -> 0x7 without sign. Checked against
+// fmt::encode_e2m1_sr on the CPU (tests/cuda/test_quartet_fused_forward.cu) and through the SR
+// kernels' GPU tests.
+NIBBLE_HD uint32_t encode_e2m1_sr_fast(float x, uint32_t r) {
+  const uint32_t bx = fmt::float_bits(x);
+  const uint32_t b = bx & 0x7fffffffu;
+  if (b > 0x7f800000u) return 0x7u;
+  const uint32_t e = b >> 23;
+  uint32_t code;
+  if (e >= 127u) {
+    code = (b >> 22) - 252u + (r < (b << 10) ? 1u : 0u);
+    code = code < 7u ? code : 7u;
+  } else {
+    const uint32_t sig = (b & 0x7fffffu) | 0x800000u;
+    const uint32_t sh = e > 85u ? e - 85u : 0u;
+    const uint32_t thr = static_cast<uint32_t>((static_cast<uint64_t>(sig) << sh) >> 32);
+    code = (e == 126u ? 1u : 0u) + (r < thr ? 1u : 0u);
+  }
+  return ((bx >> 28) & 0x8u) | code;
+}
+
 // ---- E2M1 nearest-even by three adds against per-group magic constants (no per-element integer
 // work beyond one 3-way min). For a group with scale 2^k, the code of w is RNE_E2M1(|w| / 2^k).
 // With M0 = 2^(22+k) (ulp 2^(k-1)), M1 = 2M0 (ulp 2^k), M2 = 4M0 (ulp 2^(k+1)) and a = |w|:
@@ -239,7 +267,7 @@ __device__ __forceinline__ uint8_t mx_group_packed(const float* x, quant::MxScal
     }
     const float inv = quant::mx_encode_multiplier(sc);
     if constexpr (kStochastic) {
-      for_each_random_word(key, first, [&](int i, uint32_t r) { put_code(w, i, fmt::encode_e2m1_sr(x[i] * inv, r)); });
+      for_each_random_word(key, first, [&](int i, uint32_t r) { put_code(w, i, encode_e2m1_sr_fast(x[i] * inv, r)); });
     } else {
 #pragma unroll
       for (int i = 0; i < 32; ++i) put_code(w, i, encode_e2m1_fadd(x[i] * inv));
@@ -281,7 +309,7 @@ __device__ __forceinline__ uint8_t backward_group_packed(const float* x, const q
   uint32_t w[4] = {0, 0, 0, 0};
   if constexpr (kStochastic) {
     for_each_random_word(key, first, [&](int i, uint32_t r) {
-      put_code(w, i, fmt::encode_e2m1_sr((quant::kQuartetBackwardPrescale * x[i]) * inv, r));
+      put_code(w, i, encode_e2m1_sr_fast((quant::kQuartetBackwardPrescale * x[i]) * inv, r));
     });
   } else {
 #pragma unroll

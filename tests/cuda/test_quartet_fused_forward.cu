@@ -248,6 +248,47 @@ TEST(E2m1MagicEncoder, CpuEqualsReferenceOnTiesEdgesAndRandomValues) {
   EXPECT_GT(checked, 100000);
 }
 
+// The branch-light stochastic E2M1 encoder of the SR kernels against fmt::encode_e2m1_sr: every
+// float exponent, random and edge mantissas (0, 1, the half point, all ones), both signs, random
+// random words and the words right at and around each element's threshold; plus zeros,
+// subnormals, infinities and NaN.
+TEST(E2m1SrEncoder, CpuEqualsReferenceEverywhere) {
+  std::mt19937_64 rng(std::random_device{}());
+  int checked = 0;
+  auto check = [&](float x, uint32_t r) {
+    ++checked;
+    const uint32_t got = cuda::fp4::encode_e2m1_sr_fast(x, r);
+    const uint8_t want = fmt::encode_e2m1_sr(x, r);
+    if (got != want) {
+      ADD_FAILURE() << "x " << x << " (0x" << std::hex << fmt::float_bits(x) << ") r 0x" << r << ": fast 0x" << got
+                    << ", reference 0x" << int(want);
+      return false;
+    }
+    return true;
+  };
+  const uint32_t mantissas[] = {0u, 1u, 0x200000u, 0x400000u, 0x3fffffu, 0x7fffffu, 0x400001u};
+  for (uint32_t e = 0; e <= 255; ++e) {
+    for (int t = 0; t < 40; ++t) {
+      const uint32_t m = t < 7 ? mantissas[t] : static_cast<uint32_t>(rng()) & 0x7fffffu;
+      for (uint32_t sign : {0u, 0x80000000u}) {
+        const float x = fmt::bits_float(sign | (e << 23) | m);
+        // words around the threshold where the decision flips: find it by the reference's own P(up)
+        uint32_t lo = 0, hi = 0xffffffffu;
+        if (fmt::encode_e2m1_sr(x, 0) != fmt::encode_e2m1_sr(x, 0xffffffffu)) {
+          while (hi - lo > 1) {  // largest r still rounding up is lo
+            const uint32_t mid = lo + (hi - lo) / 2;
+            (fmt::encode_e2m1_sr(x, mid) == fmt::encode_e2m1_sr(x, 0) ? lo : hi) = mid;
+          }
+        }
+        for (uint32_t r : {0u, 1u, 0xffffffffu, lo, lo + 1, hi, hi - 1, static_cast<uint32_t>(rng())}) {
+          if (!check(x, r)) return;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 100000);
+}
+
 // The saturating form (MX quantizer, OCP scale: |x| 2^-k reaches [6, 8)): every value of a finite
 // group, i.e. |w| 2^-k < 8, must encode as fmt::encode_e2m1(w * 2^-k), 6 and above to code 7.
 TEST(E2m1MagicEncoder, SaturatingCpuEqualsReferenceBelowEight) {
