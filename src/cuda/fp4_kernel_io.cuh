@@ -56,6 +56,35 @@ __device__ __forceinline__ void load_dense(const In* __restrict__ p, float* v) {
   }
 }
 
+// The raw 16-byte words of N consecutive BF16/FP32 elements, so a kernel can issue the loads of
+// its next group before it computes the current one (software pipelining) and convert later.
+template <int N, class In>
+struct RawGroup {
+  static constexpr int kWords = N * static_cast<int>(sizeof(In)) / 16;
+  uint4 w[kWords];
+};
+template <int N, class In>
+__device__ __forceinline__ void fetch_raw(RawGroup<N, In>& g, const In* __restrict__ p) {
+#pragma unroll
+  for (int i = 0; i < RawGroup<N, In>::kWords; ++i) g.w[i] = __ldg(reinterpret_cast<const uint4*>(p) + i);
+}
+template <int N, class In>
+__device__ __forceinline__ void unpack_raw(const RawGroup<N, In>& g, float* v) {
+#pragma unroll
+  for (int i = 0; i < RawGroup<N, In>::kWords; ++i) {
+    const uint32_t w[4] = {g.w[i].x, g.w[i].y, g.w[i].z, g.w[i].w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if constexpr (sizeof(In) == 2) {
+        v[8 * i + 2 * j] = fmt::bits_float(w[j] << 16);
+        v[8 * i + 2 * j + 1] = fmt::bits_float(w[j] & 0xffff0000u);
+      } else {
+        v[4 * i + j] = fmt::bits_float(w[j]);
+      }
+    }
+  }
+}
+
 // ---- device: stores ----------------------------------------------------------------------------
 // 32 E2M1 codes (one per byte, low 4 bits used) -> 16 bytes, low nibble = even element.
 __device__ __forceinline__ uint4 pack_e2m1x32(const uint8_t* c) {

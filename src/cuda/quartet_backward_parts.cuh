@@ -32,15 +32,44 @@ inline SignBits host_sign_bits(const QuartetBackwardOptions& o) {
   return s;
 }
 
-// (x * s) H for each rotation block of R values in v[0..N); R = 0: no rotation.
+// One butterfly stage of span H over a rotation block of R values (quant::fwht_normalized's order).
+template <int H, int R>
+__device__ __forceinline__ void butterfly_stage(float* x) {
+  if constexpr (H < R) {
+#pragma unroll
+    for (int i = 0; i < R; i += 2 * H) {
+#pragma unroll
+      for (int j = i; j < i + H; ++j) {
+        const float a = x[j], y = x[j + H];
+        x[j] = a + y;
+        x[j + H] = a - y;
+      }
+    }
+    butterfly_stage<2 * H, R>(x);
+  }
+}
+
+// (x * s) H for each rotation block of R values in v[0..N); R = 0: no rotation. The sign multiply
+// is folded into the first butterfly stage: with a' = a * s_j (exact), a' + b * s_{j+1} is one FMA
+// of the exact product (round(a' + b s) = round(a' + round(b s)) since b s is exact), and a' - b s
+// the FMA of -b; the remaining stages and the 1/sqrt(R) scaling are quant::fwht_normalized's.
 template <int R, int N>
 __device__ __forceinline__ void rotate_signed(float* v, const SignBits& s) {
   if constexpr (R > 0) {
+    constexpr float c = quant::hadamard_norm(R);
 #pragma unroll
     for (int b = 0; b < N / R; ++b) {
+      float* x = v + b * R;
 #pragma unroll
-      for (int j = 0; j < R; ++j) v[b * R + j] *= s.m[j];
-      quant::fwht_normalized(v + b * R, R);
+      for (int j = 0; j < R; j += 2) {
+        const float a = x[j] * s.m[j];
+        const float y = x[j + 1];
+        x[j] = __fmaf_rn(y, s.m[j + 1], a);
+        x[j + 1] = __fmaf_rn(-y, s.m[j + 1], a);
+      }
+      butterfly_stage<2, R>(x);
+#pragma unroll
+      for (int j = 0; j < R; ++j) x[j] *= c;
     }
   }
 }

@@ -11,6 +11,7 @@
 // reencode.hpp (the shift k_j - k_max + 6 of every block of an exact row is in [-8, 6]); blocks out
 // of that range (violating rows only) take quant::reencode_e2m1_as_e4m3 per element, as the
 // standalone re-encoder (reencode_mxfp4_e4m3.cu) does.
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -125,15 +126,20 @@ __global__ void __launch_bounds__(kMaxThreads)
   uint4 c[PER];
   uint8_t s[PER];
   int k_max = kNoBlock, k_min = 1000;
+  // Group i + 1's loads are issued before group i is computed, so they are in flight meanwhile.
+  fp4::RawGroup<32, In> raw;
+  if (static_cast<int>(threadIdx.x) < nb) fp4::fetch_raw(raw, x + (row * nb + threadIdx.x) * 32);
 #pragma unroll
   for (int i = 0; i < PER; ++i) {
     const int b = i * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
     c[i] = make_uint4(0, 0, 0, 0);
     s[i] = fmt::kE8M0Nan;
-    if (b >= nb) continue;
+    if (b >= nb) continue;  // then every later group of this thread is out of the row too
     const int64_t gi = row * nb + b;  // group index = element index / 32
     float v[32];
-    fp4::load_dense<32>(x + gi * 32, v);
+    fp4::unpack_raw(raw, v);
+    const int next = b + static_cast<int>(blockDim.x);
+    if (i + 1 < PER && next < nb) fp4::fetch_raw(raw, x + (row * nb + next) * 32);
     if constexpr (R > 0) {
       constexpr quant::Rotation rot{R, quant::SignKind::none, 0};
 #pragma unroll
@@ -166,10 +172,22 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
 }
 
+// 2 by default; NIBBLE_FUSED_FWD_PER = 1, 2 or 4 overrides it (a measurement knob).
+int min_groups_per_thread() {
+  static const int per = [] {
+    const char* e = std::getenv("NIBBLE_FUSED_FWD_PER");
+    const int v = e != nullptr ? std::atoi(e) : 2;
+    return v == 1 || v == 2 || v == 4 ? v : 2;
+  }();
+  return per;
+}
+
 template <int R, bool kQuest, class In>
 void launch(const In* x, int64_t rows, int64_t cols, Mxfp4Planes mx, Fp8RowOperand fp8, cudaStream_t stream) {
   const int64_t nb = cols / 32;
-  int per = 1;  // smallest groups-per-thread that keeps the row resident in at most 512 threads
+  // Groups per thread: at least min_groups_per_thread() (so a thread has a next group's loads in flight
+  // while it computes), more while the row would need over 512 threads.
+  int per = min_groups_per_thread();
   while (per < kMaxPer && nb > static_cast<int64_t>(per) * kMaxThreads) per *= 2;
   const int64_t want = (nb + per - 1) / per;
   const int threads = static_cast<int>(((want + 31) / 32) * 32);

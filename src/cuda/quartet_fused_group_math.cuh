@@ -74,6 +74,32 @@ NIBBLE_HD uint32_t encode_e2m1_sr_fast(float x, uint32_t r) {
   return ((bx >> 28) & 0x8u) | code;
 }
 
+// max |x[i]| of 32 values with NaN propagation (max.NaN.f32 on |x|, one FMNMX per element instead
+// of the abs-bits AND + integer max): NaN anywhere -> NaN, else inf anywhere -> inf, else the
+// largest magnitude, so is_finite / == 0 / floor_log2 of the result agree with quant::amax_of.
+__device__ __forceinline__ float max_nan_abs(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(fabsf(a)), "f"(fabsf(b)));
+  return r;
+}
+__device__ __forceinline__ float max_nan(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+__device__ __forceinline__ float amax32(const float* x) {
+  float m0 = max_nan_abs(x[0], x[1]), m1 = max_nan_abs(x[2], x[3]);
+  float m2 = max_nan_abs(x[4], x[5]), m3 = max_nan_abs(x[6], x[7]);
+#pragma unroll
+  for (int i = 8; i < 32; i += 8) {
+    m0 = max_nan(m0, max_nan_abs(x[i], x[i + 1]));
+    m1 = max_nan(m1, max_nan_abs(x[i + 2], x[i + 3]));
+    m2 = max_nan(m2, max_nan_abs(x[i + 4], x[i + 5]));
+    m3 = max_nan(m3, max_nan_abs(x[i + 6], x[i + 7]));
+  }
+  return max_nan(max_nan(m0, m1), max_nan(m2, m3));
+}
+
 // ---- E2M1 nearest-even by three adds against per-group magic constants (no per-element integer
 // work beyond one 3-way min). For a group with scale 2^k, the code of w is RNE_E2M1(|w| / 2^k).
 // With M0 = 2^(22+k) (ulp 2^(k-1)), M1 = 2M0 (ulp 2^k), M2 = 4M0 (ulp 2^(k+1)) and a = |w|:
@@ -246,7 +272,7 @@ __device__ __forceinline__ uint8_t absmax_forward_group_packed(const float* g, u
 template <bool kStochastic>
 __device__ __forceinline__ uint8_t mx_group_packed(const float* x, quant::MxScaleRule rule, const quant::SrKey& key,
                                                    uint64_t first, uint4& codes) {
-  const uint8_t sc = quant::mx_scale_code(quant::amax_of(x, 32), rule, quant::ElementFormat::e2m1);
+  const uint8_t sc = quant::mx_scale_code(amax32(x), rule, quant::ElementFormat::e2m1);
   uint32_t w[4] = {0, 0, 0, 0};
   if (sc != fmt::kE8M0Nan) {  // a NaN scale carries the block: codes 0 (quant::mx_encode_element)
     if constexpr (!kStochastic) {
@@ -281,10 +307,7 @@ __device__ __forceinline__ uint8_t mx_group_packed(const float* x, quant::MxScal
 template <bool kStochastic>
 __device__ __forceinline__ uint8_t backward_group_packed(const float* x, const quant::SrKey& key, uint64_t first,
                                                          uint4& codes) {
-  uint32_t bits = 0;
-#pragma unroll
-  for (int i = 0; i < 32; ++i) bits = quant::amax_combine_bits(bits, quant::abs_bits(x[i]));
-  const float amax = quant::amax_from_bits(bits);
+  const float amax = amax32(x);
   if (!quant::is_finite(amax) || amax == 0.0f) {
     codes = make_uint4(0, 0, 0, 0);
     return amax == 0.0f ? 0 : fmt::kE8M0Nan;
