@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One GPU call that validates a CUDA change and measures it: build (ninja, 16 jobs), every C++ GPU
+# test (bit-exactness first), the FP8 and FP4 kernel benchmarks (the FP4 one also once per KNOBS
+# entry, VAR=VALUE, for A/B), nibble bench on every recipe (step mode, JSON + HTML + CSV), then
+# compute-sanitizer over the GPU tests with what is left of the time budget (BUDGET_S, default 570).
+# Everything lands in $OUT/run, packed into $OUT/run.tgz (the device tool returns at most 8 files).
+# Usage: KNOBS="NIBBLE_ROWCOL_CTAS_PER_SM=0" bash scripts/gpu_call_validate.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source scripts/gpu_call_lib.sh
+budget=${BUDGET_S:-570}
+left() { echo $(( budget - ($(date +%s) - t0) )); }
+{ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DNIBBLE_BENCH=ON &&
+  cmake --build build-gpu -j 16 -- -k 0; } >"$R/build.txt" 2>&1
+echo "$(el) build rc=$?"; grep -E "error|FAILED" "$R/build.txt" | head -20
+ctest --test-dir build-gpu -L gpu --output-on-failure --timeout 200 >"$R/gpu-tests.txt" 2>&1
+echo "$(el) $(grep 'tests passed' "$R/gpu-tests.txt")"
+grep -E "FAILED|Failure" "$R/gpu-tests.txt" | head -20
+b=build-gpu/bench/gpu_quant_fp4_bench
+timeout 100 $b --json "$R/fp4-default.json" >"$R/fp4-default.txt" 2>&1; echo "$(el) fp4 default rc=$?"
+for k in ${KNOBS:-}; do
+  n=$(echo "$k" | tr '=' '-')
+  env "$k" timeout 100 $b --json "$R/fp4-$n.json" >"$R/fp4-$n.txt" 2>&1; echo "$(el) fp4 $k rc=$?"
+done
+timeout 90 build-gpu/bench/gpu_quant_fp8_bench --json "$R/fp8.json" >"$R/fp8.txt" 2>&1; echo "$(el) fp8 rc=$?"
+for f in "$R"/fp4-*.txt; do echo "== $(basename "$f")"; grep -E "row\+col|fused|mxfp4 ocp  |copy" "$f" | head -24; done
+timeout 150 build-gpu/nibble bench --quiet --json "$R/bench.json" --html "$R/bench.html" --csv "$R/bench.csv" \
+  >"$R/bench.txt" 2>&1
+echo "$(el) bench rc=$?"
+gpu_bench_summary bench.json
+l=$(left)
+if [ "$l" -gt 30 ]; then
+  timeout "$l" bash scripts/compute_sanitizer.sh build-gpu >"$R/compute-sanitizer.txt" 2>&1
+  echo "$(el) compute-sanitizer rc=$? (budget ${l}s)"
+  grep -vE ": ok |: n/a " "$R/compute-sanitizer.txt" | head -20
+  cp build-gpu/compute-sanitizer/*.log "$R/" 2>/dev/null
+fi
+tar -C "$OUT" -czf "$OUT/run.tgz" run && rm -rf "$R"
+echo "total $(( $(date +%s) - t0 )) s"
