@@ -2,7 +2,7 @@
 # One GPU call for FP4 kernel A/B work: build the C++/CUDA tree, every C++ GPU test (bit-exactness
 # first), the FP4 kernel benchmark with the default launch and with each measurement knob named in
 # KNOBS (space-separated VAR=VALUE, each run separately), then nibble bench on bf16, mxfp4, quartet.
-# Everything goes to $OUT/run. Usage: KNOBS="NIBBLE_ROWCOL_CTAS_PER_SM=0" bash scripts/gpu_call_kernels.sh
+# Everything goes to $OUT/run. Usage: KNOBS="NIBBLE_FUSED_FWD_PER=1" bash scripts/gpu_call_kernels.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_call_lib.sh

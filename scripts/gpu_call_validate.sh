@@ -4,7 +4,7 @@
 # entry, VAR=VALUE, for A/B), nibble bench on every recipe (step mode, JSON + HTML + CSV), then
 # compute-sanitizer over the GPU tests with what is left of the time budget (BUDGET_S, default 570).
 # Everything lands in $OUT/run, packed into $OUT/run.tgz (the device tool returns at most 8 files).
-# Usage: KNOBS="NIBBLE_ROWCOL_CTAS_PER_SM=0" bash scripts/gpu_call_validate.sh
+# Usage: KNOBS="NIBBLE_FUSED_FWD_PER=1" bash scripts/gpu_call_validate.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_call_lib.sh

@@ -19,11 +19,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <stdexcept>
-#include <string>
 
 #include "fp4_kernel_io.cuh"
 #include "nibble/cuda/quartet.hpp"
@@ -74,8 +70,6 @@ constexpr int kCols = 128;
 constexpr int kStride = kCols + 16;
 constexpr int kHalfShift = 16;
 constexpr int kSmemFloats = kRows * kStride + kHalfShift;
-// Resident CTAs per SM the register budget is capped for: 3 (65536 / (3 * 256) -> 80 registers)
-// for BF16 and MXFP4 inputs; 2 for FP32, whose prefetched tile takes 32 registers.
 
 __device__ __forceinline__ int at(int r, int c) {
   return r * kStride + (r >> 5) * kHalfShift + (c & ~31) + ((((c >> 2) & 7) ^ ((c >> 5) & 3)) << 2) + (c & 3);
@@ -95,7 +89,6 @@ struct DenseLoader {
   static constexpr int kPer = 16 / sizeof(In);
   static constexpr int kChunksPerRow = kCols / kPer;
   static constexpr int kIters = kRows * kChunksPerRow / kThreads;
-  static constexpr int kMinCtasPerSm = sizeof(In) == 2 ? 3 : 2;
   struct Regs {
     uint4 raw[kIters];
   };
@@ -129,7 +122,6 @@ struct Mxfp4Loader {
   const uint8_t* codes;
   const uint8_t* scales;
   int64_t cols;
-  static constexpr int kMinCtasPerSm = 3;
   struct Regs {
     uint4 packed;
     uint32_t scale;
@@ -152,28 +144,26 @@ struct Mxfp4Loader {
   }
 };
 
-// Tile t of a rows x cols tensor (row-major order of tiles): origin and valid extent.
-struct Tile {
-  int64_t row0, col0;
-  Extent e;
-};
-__device__ __forceinline__ Tile tile_at(uint32_t t, uint32_t tiles_x, int64_t rows, int64_t cols) {
-  const int64_t row0 = static_cast<int64_t>(t / tiles_x) * kRows, col0 = static_cast<int64_t>(t % tiles_x) * kCols;
-  return {row0, col0,
-          Extent{static_cast<int>(rows - row0 < kRows ? rows - row0 : kRows),
-                 static_cast<int>(cols - col0 < kCols ? cols - col0 : kCols)}};
-}
-
-// Quantizes the parked tile: thread = one row-wise group and one column-wise group.
-template <class Groups>
-__device__ __forceinline__ void quantize_tile(const float* smem, const Tile& t, int64_t rows, int64_t cols,
-                                              const Groups& groups, const Mxfp4Planes& rowwise,
-                                              const Mxfp4Planes& colwise) {
+template <class Groups, class Loader>
+__global__ void __launch_bounds__(kThreads)
+    kernel(Loader load, int64_t rows, int64_t cols, Groups groups, Mxfp4Planes rowwise, Mxfp4Planes colwise) {
+  __shared__ __align__(16) float smem[kSmemFloats];
+  __shared__ float lut[16];
+  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kCols;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kRows;
+  const Extent e{static_cast<int>(rows - row0 < kRows ? rows - row0 : kRows),
+                 static_cast<int>(cols - col0 < kCols ? cols - col0 : kCols)};
+  typename Loader::Regs g;
+  load.fetch(g, row0, col0, e);
+  init_e2m1_table(lut);
+  __syncthreads();
+  load.park(smem, lut, g, e);
+  __syncthreads();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   float v[32];
   if (rowwise.codes != nullptr) {
     const int r = warp * 8 + lane / 4, grp = lane % 4;
-    if (r < t.e.rows && grp * 32 < t.e.cols) {
+    if (r < e.rows && grp * 32 < e.cols) {
 #pragma unroll
       for (int j = 0; j < 32; j += 4) {
         const float4 f = *reinterpret_cast<const float4*>(smem + at(r, grp * 32 + j));
@@ -182,83 +172,23 @@ __device__ __forceinline__ void quantize_tile(const float* smem, const Tile& t, 
         v[j + 2] = f.z;
         v[j + 3] = f.w;
       }
-      groups.apply(v, (t.row0 + r) * cols + t.col0 + grp * 32, rowwise.codes, rowwise.scales);
+      groups.apply(v, (row0 + r) * cols + col0 + grp * 32, rowwise.codes, rowwise.scales);
     }
   }
   if (colwise.codes != nullptr) {
     // Column c's 32-row half h is one group of the transposed tensor (row col0 + c, columns row0 + 32h..).
     const int c = warp * 16 + lane / 2, h = lane % 2;
-    if (c < t.e.cols && h * 32 < t.e.rows) {
+    if (c < e.cols && h * 32 < e.rows) {
       const float* col = smem + at(h * 32, c);  // rows h*32 + i lie kStride floats apart
 #pragma unroll
       for (int i = 0; i < 32; ++i) v[i] = col[i * kStride];
-      groups.apply(v, (t.col0 + c) * rows + t.row0 + h * 32, colwise.codes, colwise.scales);
+      groups.apply(v, (col0 + c) * rows + row0 + h * 32, colwise.codes, colwise.scales);
     }
   }
 }
 
-// Persistent CTAs: CTA b takes tiles b, b + gridDim.x, ... and fetches the global loads of its next
-// tile into registers right after parking the current one, so they are in flight while it quantizes
-// (one CTA per tile would leave an SM's loads idle whenever its resident CTAs all compute at once).
-template <class Groups, class Loader>
-__global__ void __launch_bounds__(kThreads, Loader::kMinCtasPerSm)
-    kernel(Loader load, int64_t rows, int64_t cols, Groups groups, Mxfp4Planes rowwise, Mxfp4Planes colwise) {
-  __shared__ __align__(16) float smem[kSmemFloats];
-  __shared__ float lut[16];
-  const auto tiles_x = static_cast<uint32_t>((cols + kCols - 1) / kCols);
-  const auto tiles = static_cast<uint32_t>(tiles_x * ((rows + kRows - 1) / kRows));  // < 2^31 (launch checks)
-  uint32_t t = blockIdx.x;
-  typename Loader::Regs g;
-  Tile cur = tile_at(t, tiles_x, rows, cols);
-  load.fetch(g, cur.row0, cur.col0, cur.e);
-  init_e2m1_table(lut);
-  for (; t < tiles; t += gridDim.x) {
-    __syncthreads();  // the previous tile's reads of smem are done (and lut is written)
-    load.park(smem, lut, g, cur.e);
-    __syncthreads();
-    const Tile here = cur;
-    if (t + gridDim.x < tiles) {
-      cur = tile_at(t + gridDim.x, tiles_x, rows, cols);
-      load.fetch(g, cur.row0, cur.col0, cur.e);
-    }
-    quantize_tile(smem, here, rows, cols, groups, rowwise, colwise);
-  }
-}
-
-inline int64_t tile_count(int64_t rows, int64_t cols) {
-  return ((cols + kCols - 1) / kCols) * ((rows + kRows - 1) / kRows);
-}
-
-// CTAs per SM for the persistent grid: the occupancy the kernel reaches, or NIBBLE_ROWCOL_CTAS_PER_SM
-// (a measurement knob: 0 = one CTA per tile, the pre-persistent launch).
-template <class Groups, class Loader>
-int ctas_per_sm() {
-  static const int forced = [] {
-    const char* s = std::getenv("NIBBLE_ROWCOL_CTAS_PER_SM");
-    return s != nullptr && *s != '\0' ? std::atoi(s) : -1;
-  }();
-  if (forced >= 0) return forced;
-  int per_sm = 0;
-  NIBBLE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel<Groups, Loader>, kThreads, 0));
-  if (per_sm < 1) throw std::runtime_error("rowcol::kernel cannot be resident on this GPU (occupancy 0)");
-  return per_sm;
-}
-
-template <class Groups, class Loader>
-void launch(const Loader& load, int64_t rows, int64_t cols, const Groups& groups, Mxfp4Planes rowwise,
-            Mxfp4Planes colwise, cudaStream_t stream) {
-  int dev = 0, sms = 0;
-  NIBBLE_CUDA_CHECK(cudaGetDevice(&dev));
-  NIBBLE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  const int per_sm = ctas_per_sm<Groups, Loader>();
-  const int64_t tiles = tile_count(rows, cols);
-  if (tiles > int64_t{0x7fffffff}) {
-    throw std::invalid_argument("rowcol tile kernel: " + std::to_string(rows) + "x" + std::to_string(cols) +
-                                " needs more than 2^31 64x128 tiles; split the tensor along rows");
-  }
-  const int64_t want = per_sm == 0 ? tiles : std::min<int64_t>(tiles, int64_t{per_sm} * sms);
-  kernel<<<static_cast<unsigned>(want), kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
-  NIBBLE_CHECK_LAUNCH();
+inline dim3 grid(int64_t rows, int64_t cols) {
+  return dim3(fp4::blocks_for(cols, kCols), fp4::blocks_for(rows, kRows));
 }
 
 }  // namespace nibble::cuda::rowcol

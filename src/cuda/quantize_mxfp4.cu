@@ -62,10 +62,11 @@ struct MxGroups {
 template <class Loader>
 void launch_rowcol(const Loader& load, int64_t rows, int64_t cols, quant::MxScaleRule rule, const quant::SrKey& sr,
                    Mxfp4Planes rowwise, Mxfp4Planes colwise, cudaStream_t stream) {
+  const dim3 grid = rowcol::grid(rows, cols);
   if (sr.enabled) {
-    rowcol::launch(load, rows, cols, MxGroups<true>{rule, sr}, rowwise, colwise, stream);
+    rowcol::kernel<<<grid, rowcol::kThreads, 0, stream>>>(load, rows, cols, MxGroups<true>{rule, sr}, rowwise, colwise);
   } else {
-    rowcol::launch(load, rows, cols, MxGroups<false>{rule, sr}, rowwise, colwise, stream);
+    rowcol::kernel<<<grid, rowcol::kThreads, 0, stream>>>(load, rows, cols, MxGroups<false>{rule, sr}, rowwise, colwise);
   }
 }
 

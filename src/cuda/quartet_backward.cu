@@ -52,7 +52,9 @@ __global__ void __launch_bounds__(kThreads)
 template <int R, bool kSr, class Loader>
 void launch_tile_variant(const Loader& load, int64_t rows, int64_t cols, const SignBits& s, const quant::SrKey& key,
                          Mxfp4Planes rowwise, Mxfp4Planes colwise, cudaStream_t stream) {
-  rowcol::launch(load, rows, cols, bwd::QuartetGroups<R, kSr>{s, key}, rowwise, colwise, stream);
+  rowcol::kernel<<<rowcol::grid(rows, cols), rowcol::kThreads, 0, stream>>>(
+      load, rows, cols, bwd::QuartetGroups<R, kSr>{s, key}, rowwise, colwise);
+  NIBBLE_CHECK_LAUNCH();
 }
 
 template <int R, class Loader>
