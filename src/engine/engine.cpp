@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "device_buffer.hpp"
+#include "memory_check.hpp"
 #include "layer_runner.hpp"
 #include "nibble/bench/row_from_gemm.hpp"
 #include "nibble/cuda/check.hpp"
@@ -123,6 +124,11 @@ bench::BenchResult run_bench(const workload::Workload& workload, const EngineOpt
     std::vector<DeviceBuffer> src;
     LayerSources sources;
     try {
+      size_t free_b = 0, total_b = 0;
+      NIBBLE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+      const std::string refusal = memory_refusal(layer.name + "'s BF16 sources X, W, dY",
+                                                 (s.t * s.i + s.o * s.i + s.t * s.o) * 2, free_b, total_b);
+      if (!refusal.empty()) throw OutOfMemory(refusal);
       src.emplace_back(s.t * s.i * 2, "X");
       src.emplace_back(s.o * s.i * 2, "W");
       src.emplace_back(s.t * s.o * 2, "dY");
@@ -154,6 +160,16 @@ bench::BenchResult run_bench(const workload::Workload& workload, const EngineOpt
         std::unique_ptr<LayerRunner> runner;
         std::string setup_error;
         try {
+          // The quantized operands (codes, scales, transposed copies) are the least the runner
+          // allocates: refuse the rows before allocating when they cannot fit.
+          const auto lm = cuda::linear_layer_memory(run_recipe, s.t, s.i, s.o);
+          size_t free_b = 0, total_b = 0;
+          NIBBLE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+          const std::string refusal =
+              memory_refusal(layer.name + "'s " + run_recipe + " operands",
+                             lm.activation.bytes.total() + lm.weight.bytes.total() + lm.gradient.bytes.total(),
+                             free_b, total_b);
+          if (!refusal.empty()) throw OutOfMemory(refusal);
           runner = make_layer_runner(run_recipe, s, sources, rs, stream);
           runner->prepare(stream);
           NIBBLE_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -219,11 +235,10 @@ bench::BenchResult run_bench(const workload::Workload& workload, const EngineOpt
         mu.operand_bytes += m.activation.bytes.total() + m.weight.bytes.total() + m.gradient.bytes.total();
         mu.saved_bytes += m.saved_for_backward;
       }
-      size_t free_b = 0, total_b = 0;
-      NIBBLE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
       mu.peak_bytes = mu.operand_bytes;
       result.memory.push_back(mu);
-    } catch (const std::exception&) {
+    } catch (const std::exception& e) {
+      result.notes.push_back("memory accounting of " + recipe + " not available: " + e.what());
     }
   }
   bench::fill_bounds(result);
