@@ -3,6 +3,8 @@
 # test (bit-exactness first), the FP8 and FP4 kernel benchmarks (the FP4 one also once per KNOBS
 # entry, VAR=VALUE, for A/B), nibble bench on every recipe (step mode, JSON + HTML + CSV), then
 # compute-sanitizer over the GPU tests with what is left of the time budget (BUDGET_S, default 570).
+# PY=1 also builds the Python extension and runs its GPU tests; EXTRA=1 adds bench --mode all,
+# llama-3-8b and an out-of-memory shape.
 # Everything lands in $OUT/run, packed into $OUT/run.tgz (the device tool returns at most 8 files).
 # Usage: KNOBS="NIBBLE_FUSED_FWD_PER=1" bash scripts/gpu_call_validate.sh
 set -uo pipefail
@@ -10,12 +12,16 @@ cd "$(dirname "$0")/.."
 source scripts/gpu_call_lib.sh
 budget=${BUDGET_S:-570}
 left() { echo $(( budget - ($(date +%s) - t0) )); }
-{ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DNIBBLE_BENCH=ON &&
-  cmake --build build-gpu -j 16 -- -k 0; } >"$R/build.txt" 2>&1
-echo "$(el) build rc=$?"; grep -E "error|FAILED" "$R/build.txt" | head -20
-ctest --test-dir build-gpu -L gpu --output-on-failure --timeout 200 >"$R/gpu-tests.txt" 2>&1
-echo "$(el) $(grep 'tests passed' "$R/gpu-tests.txt")"
-grep -E "FAILED|Failure" "$R/gpu-tests.txt" | head -20
+if [ "${PY:-0}" = 1 ]; then  # the Python extension and its GPU tests too, built beside the C++ tree
+  gpu_build_and_python_tests
+else
+  { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DNIBBLE_BENCH=ON &&
+    cmake --build build-gpu -j 16 -- -k 0; } >"$R/build.txt" 2>&1
+  echo "$(el) build rc=$?"; grep -E "error|FAILED" "$R/build.txt" | head -20
+  ctest --test-dir build-gpu -L gpu --output-on-failure --timeout 200 >"$R/gpu-tests.txt" 2>&1
+  echo "$(el) $(grep 'tests passed' "$R/gpu-tests.txt")"
+  grep -E "FAILED|Failure" "$R/gpu-tests.txt" | head -20
+fi
 b=build-gpu/bench/gpu_quant_fp4_bench
 timeout 100 $b --json "$R/fp4-default.json" >"$R/fp4-default.txt" 2>&1; echo "$(el) fp4 default rc=$?"
 for k in ${KNOBS:-}; do
@@ -28,6 +34,19 @@ timeout 150 build-gpu/nibble bench --quiet --json "$R/bench.json" --html "$R/ben
   >"$R/bench.txt" 2>&1
 echo "$(el) bench rc=$?"
 gpu_bench_summary bench.json
+if [ "${EXTRA:-0}" = 1 ]; then
+  # Every mode (per-gemm with TE's settings too), a model the predictor was not fitted on, and a shape
+  # whose MLP rows cannot fit in GPU memory (refused with the numbers; the run must go on, rc 0).
+  timeout 120 build-gpu/nibble bench --quiet --mode all --json "$R/bench-all.json" >"$R/bench-all.txt" 2>&1
+  echo "$(el) bench --mode all rc=$?"
+  timeout 60 build-gpu/nibble bench --quiet --model llama-3-8b --json "$R/bench-llama-3-8b.json" \
+    >"$R/bench-llama-3-8b.txt" 2>&1
+  echo "$(el) bench llama-3-8b rc=$?"
+  timeout 90 build-gpu/nibble bench --quiet --ffn 4194304 --recipes bf16,fp8-current --iters 3 --warmup 1 \
+    --json "$R/bench-oom.json" >"$R/bench-oom.txt" 2>&1
+  echo "$(el) bench oom rc=$? (0 expected)"; grep -m3 -i "memory" "$R/bench-oom.txt"
+  gpu_bench_summary bench-all.json bench-llama-3-8b.json
+fi
 l=$(left)
 if [ "$l" -gt 30 ]; then
   timeout "$l" bash scripts/compute_sanitizer.sh build-gpu >"$R/compute-sanitizer.txt" 2>&1
