@@ -139,6 +139,12 @@ inline void check_aligned(const char* fn, const char* what, const void* p, int64
 inline void check_not_null(const char* fn, const char* what, const void* p) {
   if (p == nullptr) throw std::invalid_argument(std::string(fn) + ": " + what + " is null; pass a device pointer");
 }
+// An MXFP4 output plane pair that is asked for (codes set) needs its scales and 16-byte aligned codes.
+inline void check_planes(const char* fn, const char* which, const Mxfp4Planes& p) {
+  if (p.codes == nullptr) return;
+  check_not_null(fn, (std::string(which) + ".scales").c_str(), p.scales);
+  check_aligned(fn, (std::string(which) + ".codes").c_str(), p.codes);
+}
 inline void check_hadamard_size(const char* fn, int n, int max_size) {
   if (!quant::valid_hadamard_size(n) || n > max_size) {
     throw std::invalid_argument(std::string(fn) + ": hadamard_size " + std::to_string(n) +

@@ -130,11 +130,8 @@ const char* quantize_mxfp4_rowcol(const void* x, Fp4DenseType type, int64_t rows
     throw std::invalid_argument(std::string(fn) + ": neither rowwise.codes nor colwise.codes is set; ask for at "
                                 "least one copy");
   }
-  for (const auto& [p, name] : {std::pair{rowwise, "rowwise"}, std::pair{colwise, "colwise"}}) {
-    if (p.codes == nullptr) continue;
-    fp4::check_not_null(fn, (std::string(name) + ".scales").c_str(), p.scales);
-    fp4::check_aligned(fn, (std::string(name) + ".codes").c_str(), p.codes);
-  }
+  fp4::check_planes(fn, "rowwise", rowwise);
+  fp4::check_planes(fn, "colwise", colwise);
   if (type == Fp4DenseType::bf16) {
     const auto* p = static_cast<const uint16_t*>(x);
     launch_rowcol(rowcol::DenseLoader<uint16_t>{p, cols}, rows, cols, rule, sr, rowwise, colwise, stream);

@@ -102,12 +102,6 @@ void dispatch_rowwise(const In* x, int64_t rows, int64_t cols, const QuartetBack
   }
 }
 
-void check_planes(const char* fn, const char* which, const Mxfp4Planes& p) {
-  if (p.codes == nullptr) return;
-  fp4::check_not_null(fn, (std::string(which) + ".scales").c_str(), p.scales);
-  fp4::check_aligned(fn, (std::string(which) + ".codes").c_str(), p.codes);
-}
-
 }  // namespace
 
 const char* quartet_backward_quantize(const void* x, Fp4DenseType type, int64_t rows, int64_t cols,
@@ -121,8 +115,8 @@ const char* quartet_backward_quantize(const void* x, Fp4DenseType type, int64_t 
     throw std::invalid_argument(std::string(fn) + ": neither rowwise.codes nor colwise.codes is set; ask for at "
                                 "least one copy");
   }
-  check_planes(fn, "rowwise", rowwise);
-  check_planes(fn, "colwise", colwise);
+  fp4::check_planes(fn, "rowwise", rowwise);
+  fp4::check_planes(fn, "colwise", colwise);
   const bool tile = colwise.codes != nullptr;
   if (options.rotate) fp4::check_hadamard_size(fn, options.hadamard_size, tile ? 32 : 128);
   const int n = options.rotate && options.hadamard_size > 32 ? options.hadamard_size : 32;
@@ -159,7 +153,7 @@ const char* quartet_backward_quantize_mxfp4_transposed(Mxfp4ConstPlanes q, int64
   fp4::check_not_null(fn, "q.scales", q.scales);
   fp4::check_aligned(fn, "q.codes", q.codes);
   fp4::check_not_null(fn, "colwise.codes", colwise.codes);
-  check_planes(fn, "colwise", colwise);
+  fp4::check_planes(fn, "colwise", colwise);
   if (options.rotate) fp4::check_hadamard_size(fn, options.hadamard_size, 32);
   fp4::check_multiple(fn, "cols", cols, 32, "the MXFP4 input has 1x32 groups along cols");
   fp4::check_multiple(fn, "rows", rows, kGroupRows, "the column-wise copy quantizes 32-row groups");
