@@ -84,7 +84,7 @@ if not torch.cuda.is_available():
 t, i, o = 8192, 4096, 4096
 x = torch.randn(t, i, device="cuda", dtype=torch.bfloat16, requires_grad=True)
 gy = torch.randn(t, o, device="cuda", dtype=torch.bfloat16)
-for recipe in ("quartet", "fp8-current", "fp8-delayed", "fp8-block"):
+for recipe in ("quartet", "mxfp4", "fp8-current", "fp8-delayed", "fp8-block"):
     ys = {}
     for be in ("cuda", "emulated"):
         layer = nt.Linear(i, o, recipe=recipe, backend=be, device="cuda", dtype=torch.bfloat16, seed=1)

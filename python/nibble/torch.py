@@ -21,7 +21,7 @@ _ROLE_INDEX = {"x": 0, "w": 1, "dy": 2}
 _BLOCK_ALONG_K = {"bf16": 1, "fp8-delayed": 1, "fp8-current": 1, "fp8-block": 128, "mxfp8": 32, "mxfp4": 32,
                   "nvfp4": 16, "quartet": 32}
 BACKENDS = ("auto", "reference", "emulated", "cuda")
-CUDA_RECIPES = ("quartet", "fp8-current", "fp8-delayed", "fp8-block")  # on nibble's kernels (backend cuda)
+CUDA_RECIPES = ("quartet", "fp8-current", "fp8-delayed", "fp8-block", "mxfp4")  # on nibble's kernels (backend cuda)
 _WARNED_CUDA_FALLBACK = set()
 _DEFAULTS = dict(backward_rounding="nearest", hadamard_size=32, rotate=True, forward_quantizer="quest",
                  mx_scale_rule="ocp", margin=0, window=1024, backend="auto", check_finite=True)
@@ -110,8 +110,8 @@ class Linear(nn.Module):
     rotate (bool), forward_quantizer (quest | absmax), mx_scale_rule (ocp | round-up), margin and window
     (fp8-delayed), backend (auto | reference | emulated | cuda; auto = reference on CPU tensors; on CUDA
     tensors cuda = nibble's own kernels and cuBLASLt for the recipes CUDA_RECIPES (nibble.quartet_cuda,
-    nibble.fp8_cuda; auto falls back to emulated with a warning when the extension lacks them or the shape
-    does not fit them), emulated for the other recipes),
+    nibble.fp8_cuda, nibble.mxfp4_cuda; auto falls back to emulated with a warning when the extension
+    lacks them or the shape does not fit them), emulated for the other recipes),
     check_finite (raise NonFiniteError naming step and layer). Buffers (in the state_dict):
     amax_history [3, window] (roles x, w, dy; newest last), amax_filled [3], step, seed.
     """
@@ -132,7 +132,7 @@ class Linear(nn.Module):
         if self.options["backend"] == "cuda" and recipe not in CUDA_RECIPES:
             raise ValueError(f"backend 'cuda' runs recipes {', '.join(CUDA_RECIPES)} on nibble's kernels; recipe "
                              f"{recipe} on CUDA tensors runs the torch emulation (backend 'auto' or 'emulated')")
-        if self.options["backend"] == "cuda" and recipe != "quartet":
+        if self.options["backend"] == "cuda" and recipe not in ("quartet", "mxfp4"):  # the FP4 ones need 32, below
             for name, n in (("in_features", in_features), ("out_features", out_features)):
                 if n % 16:
                     raise ValueError(f"backend 'cuda' (recipe {recipe}): {name} {n} is not a multiple of 16, which "
@@ -181,9 +181,9 @@ class Linear(nn.Module):
 
     def _cuda_kernels(self, x):
         """The module that runs this call on nibble's CUDA kernels (nibble.quartet_cuda for quartet,
-        nibble.fp8_cuda for the fp8 recipes), or None: a recipe of CUDA_RECIPES on a CUDA tensor with
-        backend cuda, or auto when the extension has the kernels and the shape fits them (else auto warns
-        once per reason and emulates, and cuda raises)."""
+        nibble.mxfp4_cuda for mxfp4, nibble.fp8_cuda for the fp8 recipes), or None: a recipe of
+        CUDA_RECIPES on a CUDA tensor with backend cuda, or auto when the extension has the kernels and the
+        shape fits them (else auto warns once per reason and emulates, and cuda raises)."""
         choice = self.options["backend"]
         if choice == "cuda" and x.device.type != "cuda":
             raise ValueError(f"layer '{self.layer_name or 'Linear'}': backend 'cuda' needs CUDA tensors, got "
@@ -191,8 +191,8 @@ class Linear(nn.Module):
         self._cuda_fallback = None
         if self.recipe not in CUDA_RECIPES or x.device.type != "cuda" or choice not in ("auto", "cuda"):
             return None
-        from . import fp8_cuda, quartet_cuda
-        module = quartet_cuda if self.recipe == "quartet" else fp8_cuda
+        from . import fp8_cuda, mxfp4_cuda, quartet_cuda
+        module = {"quartet": quartet_cuda, "mxfp4": mxfp4_cuda}.get(self.recipe, fp8_cuda)
         reason = module.unavailable_for(self, x)
         if reason is None:
             return module

@@ -9,6 +9,7 @@ void bind_quant(nb::module_& m);
 #ifdef NIBBLE_HAVE_CUDA
 void bind_cuda(nb::module_& m);
 void bind_cuda_fp8(nb::module_& m);
+void bind_cuda_fp4(nb::module_& m);
 #endif
 }  // namespace nibble::python
 
@@ -19,6 +20,7 @@ NB_MODULE(_C, m) {
   m.attr("has_cuda") = true;
   nibble::python::bind_cuda(m);
   nibble::python::bind_cuda_fp8(m);
+  nibble::python::bind_cuda_fp4(m);
 #else
   m.attr("has_cuda") = false;
 #endif

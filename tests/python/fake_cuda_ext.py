@@ -1,16 +1,18 @@
 """A stand-in for the CUDA entry points of nibble._C, built on the CPU reference, so the Python side of
 the CUDA backends (nibble.quartet_cuda: which planes feed which GEMM, seeds, masks, violation counts,
-the re-encode / decode fallbacks; nibble.fp8_cuda: which copies, formats, scales and amax histories
-feed which GEMM) is tested on machines without a GPU.
+the re-encode / decode fallbacks; nibble.mxfp4_cuda: which MXFP4 copies feed which GEMM, the same
+fallbacks; nibble.fp8_cuda: which copies, formats, scales and amax histories feed which GEMM) is tested
+on machines without a GPU.
 
 It is NOT a model of the kernels' bits: a plane's or an FP8 copy's values live in a side table keyed by
 its codes tensor (the uint8 bytes themselves stay unwritten), GEMMs run in float64. What is real: the
 trust mask is packed (so passing the wrong mask to an epilogue shows); FP8 copies hold their unscaled
 codes while the scales (per-tensor s_enc / s_dec / amax, fp8-block scales in cuBLASLt's VEC128 and
 BLK128x128 layouts) and the amax history are written into the caller's tensors, and the GEMM multiplies
-the scales it is given back in, so a wrong scale, layout, format or copy changes the result. Quartet's
-block exponents come from each 32-group's amax (exact enough for the test inputs, whose spreads are far
-from the 14-binade limit).
+the scales it is given back in, so a wrong scale, layout, format or copy changes the result. The
+MXFP4 planes (quartet, mxfp4) hold the reference's quantized values (mxfp4's column-wise copy: those of
+x^T); their block exponents come from each 32-group's amax (exact enough for the test inputs, whose
+spreads are far from the 14-binade limit).
 """
 import numpy as np
 import torch
@@ -18,6 +20,7 @@ import torch
 from nibble import emulate
 
 QUARTET_RESCALE = 16.0 / 9.0
+MX_SEED = 0x6E6962626C65  # the CPU reference's default seed (QuantOptions), as the binding's
 
 
 def _np(t):
@@ -171,6 +174,35 @@ class FakeCudaExt:
             else _np(g) * scale * m
         out.copy_(torch.from_numpy(r).to(out.dtype))
         return "fake epilogue"
+
+    # ---- mxfp4 (bind_cuda_fp4.cpp) --------------------------------------------------------------------
+
+    def _mx_values(self, x, scale_rule, stochastic, seed):
+        assert x.dtype in (torch.float32, torch.bfloat16), "the MXFP4 kernels read float32 or bfloat16"
+        d = self.ref.quantize(_np(x), "mxfp4", "x", seed=seed, rounding="stochastic" if stochastic else "nearest",
+                              mx_scale_rule=scale_rule)
+        return torch.from_numpy(np.array(d["values"]))
+
+    def _mx_copy(self, x, codes, scales, scale_rule, stochastic, seed):
+        rows, cols = x.shape
+        assert tuple(codes.shape) == (rows, cols // 2) and tuple(scales.shape) == (rows, cols // 32)
+        self._put(codes, self._mx_values(x, scale_rule, stochastic, seed))
+
+    def quantize_mxfp4_cuda(self, x, codes, scales, *, scale_rule="ocp", stochastic=False, seed=MX_SEED, stream=0):
+        self.calls.append(f"mxfp4 {scale_rule} row")
+        self._mx_copy(x, codes, scales, scale_rule, stochastic, seed)
+        return "fake mxfp4 thread per group"
+
+    def quantize_mxfp4_rowcol_cuda(self, x, rowwise_codes=None, rowwise_scales=None, colwise_codes=None,
+                                   colwise_scales=None, *, scale_rule="ocp", stochastic=False, seed=MX_SEED, stream=0):
+        done = [n for n, c in (("row", rowwise_codes), ("col", colwise_codes)) if c is not None]
+        assert done and x.shape[0] % 32 == 0, "the row+column tile needs a copy and rows % 32 == 0"
+        self.calls.append(f"mxfp4 {scale_rule} " + "+".join(done))
+        if rowwise_codes is not None:
+            self._mx_copy(x, rowwise_codes, rowwise_scales, scale_rule, stochastic, seed)
+        if colwise_codes is not None:  # quantize_mxfp4(x^T), as the kernel's colwise copy is
+            self._mx_copy(x.t().contiguous(), colwise_codes, colwise_scales, scale_rule, stochastic, seed)
+        return "fake mxfp4 row+col tile"
 
     # ---- FP8 recipes (bind_cuda_fp8.cpp) -------------------------------------------------------------
 

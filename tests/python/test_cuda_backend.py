@@ -95,8 +95,9 @@ def test_cuda_bindings_check_arguments_before_the_device(ext):
 def test_backend_selection_errors():
     with pytest.raises(ValueError, match="backend 'gpu' is unknown"):
         nt.Linear(64, 64, backend="gpu")
-    with pytest.raises(ValueError, match="backend 'cuda' runs recipes quartet, fp8-current, fp8-delayed, fp8-block"):
-        nt.Linear(64, 64, recipe="mxfp4", backend="cuda")
+    with pytest.raises(ValueError, match="backend 'cuda' runs recipes quartet, fp8-current, fp8-delayed, fp8-block, "
+                                         "mxfp4 on nibble's kernels; recipe nvfp4"):
+        nt.Linear(64, 64, recipe="nvfp4", backend="cuda")
     with pytest.raises(ValueError, match="backend 'cuda' needs CUDA tensors, got cpu"):
         nt.Linear(64, 64, recipe="quartet", backend="cuda")(torch.randn(32, 64))
     layer = nt.Linear(64, 64, recipe="quartet")  # auto on CPU tensors: the reference
@@ -318,7 +319,7 @@ def test_gpu_auto_picks_cuda_for_the_kernel_recipes(rng, cuda_ext):
     f = nt.Linear(128, 64, recipe="fp8-current", device="cuda")
     f(x)
     assert f.last_path.startswith("cuda fp8-current forward")
-    m = nt.Linear(128, 64, recipe="mxfp4", device="cuda")
+    m = nt.Linear(128, 64, recipe="nvfp4", device="cuda")  # no kernels of its own: the emulation
     m(x)
     assert m.last_path.startswith("torch-emulated")
     nt._WARNED_CUDA_FALLBACK.clear()
