@@ -21,8 +21,12 @@ _ROLE_INDEX = {"x": 0, "w": 1, "dy": 2}
 _BLOCK_ALONG_K = {"bf16": 1, "fp8-delayed": 1, "fp8-current": 1, "fp8-block": 128, "mxfp8": 32, "mxfp4": 32,
                   "nvfp4": 16, "quartet": 32}
 BACKENDS = ("auto", "reference", "emulated", "cuda")
-CUDA_RECIPES = ("quartet", "fp8-current", "fp8-delayed", "fp8-block", "mxfp4")  # on nibble's kernels (backend cuda)
+CUDA_RECIPES = ("quartet", "fp8-current", "fp8-delayed", "fp8-block", "mxfp4")  # on nibble's kernels (auto, cuda)
+# On nibble's kernels only when asked for (backend "cuda"): their GPU tests have not run on a GPU yet, so
+# backend "auto" keeps the validated torch emulation for them.
+CUDA_OPT_IN_RECIPES = ("mxfp8", "nvfp4")
 _WARNED_CUDA_FALLBACK = set()
+_FP8_CUDA_RECIPES = ("fp8-current", "fp8-delayed", "fp8-block")  # backend cuda needs features % 16
 _DEFAULTS = dict(backward_rounding="nearest", hadamard_size=32, rotate=True, forward_quantizer="quest",
                  mx_scale_rule="ocp", margin=0, window=1024, backend="auto", check_finite=True)
 
@@ -110,8 +114,9 @@ class Linear(nn.Module):
     rotate (bool), forward_quantizer (quest | absmax), mx_scale_rule (ocp | round-up), margin and window
     (fp8-delayed), backend (auto | reference | emulated | cuda; auto = reference on CPU tensors; on CUDA
     tensors cuda = nibble's own kernels and cuBLASLt for the recipes CUDA_RECIPES (nibble.quartet_cuda,
-    nibble.fp8_cuda, nibble.mxfp4_cuda; auto falls back to emulated with a warning when the extension
-    lacks them or the shape does not fit them), emulated for the other recipes),
+    nibble.fp8_cuda, nibble.mxfp4_cuda, and nibble.decoded_cuda for mxfp8 and nvfp4: exact BF16 decodes
+    for BF16 GEMMs, as Hopper has no MXFP8 / NVFP4 GEMM; auto falls back to emulated with a warning when
+    the extension lacks them or the shape does not fit them), emulated for the other recipes),
     check_finite (raise NonFiniteError naming step and layer). Buffers (in the state_dict):
     amax_history [3, window] (roles x, w, dy; newest last), amax_filled [3], step, seed.
     """
@@ -129,10 +134,11 @@ class Linear(nn.Module):
             raise ValueError("backward_rounding must be nearest or stochastic")
         if self.options["backend"] not in BACKENDS:
             raise ValueError(f"backend {self.options['backend']!r} is unknown; valid: {', '.join(BACKENDS)}")
-        if self.options["backend"] == "cuda" and recipe not in CUDA_RECIPES:
-            raise ValueError(f"backend 'cuda' runs recipes {', '.join(CUDA_RECIPES)} on nibble's kernels; recipe "
+        if self.options["backend"] == "cuda" and recipe not in CUDA_RECIPES + CUDA_OPT_IN_RECIPES:
+            raise ValueError(f"backend 'cuda' runs recipes {', '.join(CUDA_RECIPES + CUDA_OPT_IN_RECIPES)} on "
+                             f"nibble's kernels; recipe "
                              f"{recipe} on CUDA tensors runs the torch emulation (backend 'auto' or 'emulated')")
-        if self.options["backend"] == "cuda" and recipe not in ("quartet", "mxfp4"):  # the FP4 ones need 32, below
+        if self.options["backend"] == "cuda" and recipe in _FP8_CUDA_RECIPES:  # FP4 / MX: their block, below
             for name, n in (("in_features", in_features), ("out_features", out_features)):
                 if n % 16:
                     raise ValueError(f"backend 'cuda' (recipe {recipe}): {name} {n} is not a multiple of 16, which "
@@ -181,18 +187,22 @@ class Linear(nn.Module):
 
     def _cuda_kernels(self, x):
         """The module that runs this call on nibble's CUDA kernels (nibble.quartet_cuda for quartet,
-        nibble.mxfp4_cuda for mxfp4, nibble.fp8_cuda for the fp8 recipes), or None: a recipe of
-        CUDA_RECIPES on a CUDA tensor with backend cuda, or auto when the extension has the kernels and the
-        shape fits them (else auto warns once per reason and emulates, and cuda raises)."""
+        nibble.mxfp4_cuda for mxfp4, nibble.decoded_cuda for mxfp8 and nvfp4, nibble.fp8_cuda for the fp8
+        recipes), or None: a recipe of CUDA_RECIPES on a CUDA tensor with backend cuda, or auto when the
+        extension has the kernels and the shape fits them (else auto warns once per reason and emulates,
+        and cuda raises)."""
         choice = self.options["backend"]
         if choice == "cuda" and x.device.type != "cuda":
             raise ValueError(f"layer '{self.layer_name or 'Linear'}': backend 'cuda' needs CUDA tensors, got "
                              f"{x.device.type}; use backend 'auto' or 'reference' for CPU tensors")
         self._cuda_fallback = None
-        if self.recipe not in CUDA_RECIPES or x.device.type != "cuda" or choice not in ("auto", "cuda"):
+        if x.device.type != "cuda" or choice not in ("auto", "cuda"):
             return None
-        from . import fp8_cuda, mxfp4_cuda, quartet_cuda
-        module = {"quartet": quartet_cuda, "mxfp4": mxfp4_cuda}.get(self.recipe, fp8_cuda)
+        if self.recipe not in CUDA_RECIPES and not (self.recipe in CUDA_OPT_IN_RECIPES and choice == "cuda"):
+            return None
+        from . import decoded_cuda, fp8_cuda, mxfp4_cuda, quartet_cuda
+        module = {"quartet": quartet_cuda, "mxfp4": mxfp4_cuda, "mxfp8": decoded_cuda,
+                  "nvfp4": decoded_cuda}.get(self.recipe, fp8_cuda)
         reason = module.unavailable_for(self, x)
         if reason is None:
             return module

@@ -10,6 +10,7 @@ void bind_quant(nb::module_& m);
 void bind_cuda(nb::module_& m);
 void bind_cuda_fp8(nb::module_& m);
 void bind_cuda_fp4(nb::module_& m);
+void bind_cuda_mx_nv(nb::module_& m);
 #endif
 }  // namespace nibble::python
 
@@ -21,6 +22,7 @@ NB_MODULE(_C, m) {
   nibble::python::bind_cuda(m);
   nibble::python::bind_cuda_fp8(m);
   nibble::python::bind_cuda_fp4(m);
+  nibble::python::bind_cuda_mx_nv(m);
 #else
   m.attr("has_cuda") = false;
 #endif

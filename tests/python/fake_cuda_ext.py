@@ -1,7 +1,8 @@
 """A stand-in for the CUDA entry points of nibble._C, built on the CPU reference, so the Python side of
 the CUDA backends (nibble.quartet_cuda: which planes feed which GEMM, seeds, masks, violation counts,
 the re-encode / decode fallbacks; nibble.mxfp4_cuda: which MXFP4 copies feed which GEMM, the same
-fallbacks; nibble.fp8_cuda: which copies, formats, scales and amax histories feed which GEMM) is tested
+fallbacks; nibble.decoded_cuda: which mxfp8 / nvfp4 copies, seeds, Hadamard flags and global scales feed
+which BF16 GEMM; nibble.fp8_cuda: which copies, formats, scales and amax histories feed which GEMM) is tested
 on machines without a GPU.
 
 It is NOT a model of the kernels' bits: a plane's or an FP8 copy's values live in a side table keyed by
@@ -12,7 +13,9 @@ BLK128x128 layouts) and the amax history are written into the caller's tensors, 
 the scales it is given back in, so a wrong scale, layout, format or copy changes the result. The
 MXFP4 planes (quartet, mxfp4) hold the reference's quantized values (mxfp4's column-wise copy: those of
 x^T); their block exponents come from each 32-group's amax (exact enough for the test inputs, whose
-spreads are far from the 14-binade limit).
+spreads are far from the 14-binade limit). The mxfp8 / nvfp4 planes hold the reference's values of the
+copy (nvfp4: without the global scale, which goes into the caller's float, so the layer must multiply
+it back in); their decodes write those values as BF16.
 """
 import numpy as np
 import torch
@@ -203,6 +206,70 @@ class FakeCudaExt:
         if colwise_codes is not None:  # quantize_mxfp4(x^T), as the kernel's colwise copy is
             self._mx_copy(x.t().contiguous(), colwise_codes, colwise_scales, scale_rule, stochastic, seed)
         return "fake mxfp4 row+col tile"
+
+    # ---- mxfp8 and nvfp4 (bind_cuda_mx_nv.cpp) ---------------------------------------------------------
+
+    def quantize_mxfp8_cuda(self, x, rowwise_codes=None, rowwise_scales=None, colwise_codes=None,
+                            colwise_scales=None, *, scale_rule="ocp", stochastic=False, seed=MX_SEED, stream=0):
+        assert x.dtype == torch.bfloat16, "the MXFP8 kernel reads BF16"
+        assert x.shape[0] % 32 == 0 and x.shape[1] % 32 == 0, "the MXFP8 kernel's tiles need rows, cols % 32 == 0"
+        done = [n for n, c in (("row", rowwise_codes), ("col", colwise_codes)) if c is not None]
+        assert done, "ask for a copy"
+        self.calls.append(f"mxfp8 {scale_rule} " + "+".join(done))
+        rounding = "stochastic" if stochastic else "nearest"
+        for codes, scales, src in ((rowwise_codes, rowwise_scales, x), (colwise_codes, colwise_scales, x.t())):
+            if codes is None:
+                continue
+            src = src.contiguous()
+            assert tuple(codes.shape) == tuple(src.shape) and tuple(scales.shape) == (src.shape[0], src.shape[1] // 32)
+            d = self.ref.quantize(_np(src), "mxfp8", "x", seed=seed, rounding=rounding, mx_scale_rule=scale_rule)
+            self._put(codes, torch.from_numpy(np.array(d["values"])))  # code * 2^k, exact in float32
+        return "fake mxfp8 row+col tile"
+
+    def decode_mxfp8_bf16_cuda(self, codes, scales, out, *, transpose_out=False, stream=0):
+        self.calls.append("decode mxfp8")
+        v = self._get(codes, "mxfp8 decode input")
+        v = v.t() if transpose_out else v
+        assert same(v.bfloat16().float(), v), "MXFP8 values of the test inputs are exact in BF16"
+        out.copy_(v.bfloat16())
+        return "fake decode mxfp8"
+
+    def quantize_nvfp4_cuda(self, x, rowwise_codes=None, rowwise_scales=None, rowwise_global_scale=None,
+                            colwise_codes=None, colwise_scales=None, colwise_global_scale=None, *, block_rows=1,
+                            stochastic=False, seed=MX_SEED, rowwise_rht=False, colwise_rht=True, stream=0):
+        """Each copy: the reference's quantization of x (or x^T) with these options; the planes hold its values
+        WITHOUT the global scale (code * block scale, as the decode writes them), the global scale its own."""
+        assert x.dtype in (torch.float32, torch.bfloat16), "the NVFP4 kernels read float32 or bfloat16"
+        done = [n for n, c in (("row", rowwise_codes), ("col", colwise_codes)) if c is not None]
+        assert done, "ask for a copy"
+        rht = [f" rht-{n}" for n, c, r in (("row", rowwise_codes, rowwise_rht), ("col", colwise_codes, colwise_rht))
+               if c is not None and r]
+        sr = f" sr {seed}" if stochastic else ""
+        self.calls.append(f"nvfp4 {block_rows}x16 " + "+".join(done) + sr + "".join(rht))
+        copies = ((rowwise_codes, rowwise_scales, rowwise_global_scale, x, rowwise_rht),
+                  (colwise_codes, colwise_scales, colwise_global_scale, x.t(), colwise_rht))
+        for codes, scales, glob, src, rht in copies:
+            if codes is None:
+                continue
+            src = src.contiguous()
+            r, c = src.shape
+            assert tuple(codes.shape) == (r, c // 2) and tuple(scales.shape) == (r // block_rows, c // 16)
+            assert glob.dtype == torch.float32 and glob.numel() == 1
+            d = self.ref.quantize(_np(src), "nvfp4", "w" if block_rows == 16 else "x", seed=seed,
+                                  rounding="stochastic" if stochastic else "nearest", nvfp4_rht=rht)
+            values, s = torch.from_numpy(np.array(d["values"])), torch.tensor(d["tensor_scale"], dtype=torch.float32)
+            unscaled = (values.double() / float(s)).to(torch.bfloat16).float()  # code * UE4M3: 6 significant bits
+            assert same(unscaled * s, values), "unscaled NVFP4 values not recovered"
+            self._put(codes, unscaled)
+            glob.fill_(float(s))
+        return "fake nvfp4 amax pass + tile"
+
+    def decode_nvfp4_bf16_cuda(self, codes, scales, out, *, block_rows=1, stream=0):
+        self.calls.append("decode nvfp4")
+        v = self._get(codes, "nvfp4 decode input")
+        assert tuple(scales.shape) == (v.shape[0] // block_rows, v.shape[1] // 16), "block_rows of another copy"
+        out.copy_(v.bfloat16())  # exact (checked when stored)
+        return "fake decode nvfp4"
 
     # ---- FP8 recipes (bind_cuda_fp8.cpp) -------------------------------------------------------------
 

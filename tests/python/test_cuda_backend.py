@@ -96,8 +96,8 @@ def test_backend_selection_errors():
     with pytest.raises(ValueError, match="backend 'gpu' is unknown"):
         nt.Linear(64, 64, backend="gpu")
     with pytest.raises(ValueError, match="backend 'cuda' runs recipes quartet, fp8-current, fp8-delayed, fp8-block, "
-                                         "mxfp4 on nibble's kernels; recipe nvfp4"):
-        nt.Linear(64, 64, recipe="nvfp4", backend="cuda")
+                                         "mxfp4, mxfp8, nvfp4 on nibble's kernels; recipe bf16"):
+        nt.Linear(64, 64, recipe="bf16", backend="cuda")
     with pytest.raises(ValueError, match="backend 'cuda' needs CUDA tensors, got cpu"):
         nt.Linear(64, 64, recipe="quartet", backend="cuda")(torch.randn(32, 64))
     layer = nt.Linear(64, 64, recipe="quartet")  # auto on CPU tensors: the reference
