@@ -31,7 +31,8 @@ gradients; mxfp8 none. Streams and allocation as in nibble.quartet_cuda.
 import torch
 
 from . import fp8_cuda, quartet_cuda
-from .quartet_cuda import _kernel_input, _on_device, _out_dtype, _stream, extension, gemm_into
+from .quartet_cuda import (_kernel_input, _on_device, _out_dtype, _stream, extension, finish_backward, finish_forward,
+                           gemm_into)
 
 RECIPES = ("mxfp8", "nvfp4")
 BLOCK = {"mxfp8": 32, "nvfp4": 16}  # along every GEMM's inner dimension (and the wgrad's: tokens)
@@ -231,11 +232,7 @@ class DecodedCudaFunction(torch.autograd.Function):
         ctx.seeds = _seeds(layer) if layer.recipe == "nvfp4" and (need_dx or need_dw) else None
         ctx.shapes = (x.shape[0], x.shape[1], weight.shape[0])
         ctx.dtypes = (x.dtype, weight.dtype, None if bias is None else bias.dtype)
-        layer.last_path = path
-        if bias is not None:
-            y = y + bias.to(y.dtype)
-        layer._require_finite(dict(input=x, weight=weight, bias=bias), {"forward output": y})
-        return y.to(x.dtype)
+        return finish_forward(layer, x, weight, bias, y, path)
 
     @staticmethod
     def backward(ctx, dy):
@@ -253,9 +250,5 @@ class DecodedCudaFunction(torch.autograd.Function):
                 dx, dw, path = backward(extension(), layer, dy, xt, wt, ctx.seeds, x_dtype, w_dtype, _stream(dy),
                                         need_dx, need_dw)
             layer.last_backward_path = path
-        dx = None if dx is None else dx.to(x_dtype)
-        dw = None if dw is None else dw.to(w_dtype)
-        results = {k: v for k, v in (("input gradient", dx), ("weight gradient", dw)) if v is not None}
-        layer._require_finite({"incoming gradient": dy}, results, ctx.step)
-        db = dy.sum(0).to(b_dtype) if ctx.needs_input_grad[2] else None
+        dx, dw, db = finish_backward(ctx, layer, dy, dx, dw, (x_dtype, w_dtype, b_dtype), ctx.step)
         return dx, dw, db, None, None

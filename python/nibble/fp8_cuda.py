@@ -28,7 +28,7 @@ once per forward and once per backward. Streams and allocation as in nibble.quar
 import torch
 
 from . import quartet_cuda
-from .quartet_cuda import _on_device, _out_dtype, _stream, extension
+from .quartet_cuda import _on_device, _out_dtype, _stream, extension, finish_backward, finish_forward
 
 RECIPES = ("fp8-current", "fp8-delayed", "fp8-block")
 HYBRID_FORMAT = {"x": "e4m3", "w": "e4m3", "dy": "e5m2"}
@@ -207,11 +207,7 @@ class Fp8CudaFunction(torch.autograd.Function):
         ctx.layer, ctx.step = layer, layer.step.clone()  # read (host sync) only to name a failing step
         ctx.kinds = ((xq.fmt, xq.mode), (wq.fmt, wq.mode))
         ctx.dtypes = (x.dtype, weight.dtype, None if bias is None else bias.dtype)
-        layer.last_path = path
-        if bias is not None:
-            y = y + bias.to(y.dtype)
-        layer._require_finite(dict(input=x, weight=weight, bias=bias), {"forward output": y})
-        return y.to(x.dtype)
+        return finish_forward(layer, x, weight, bias, y, path)
 
     @staticmethod
     def backward(ctx, dy):
@@ -225,9 +221,5 @@ class Fp8CudaFunction(torch.autograd.Function):
                 dx, dw, path = backward(extension(), layer, dy, xq, wq, need_dx, need_dw, x_dtype, w_dtype,
                                         _stream(dy))
             layer.last_backward_path = path
-        dx = None if dx is None else dx.to(x_dtype)
-        dw = None if dw is None else dw.to(w_dtype)
-        results = {k: v for k, v in (("input gradient", dx), ("weight gradient", dw)) if v is not None}
-        layer._require_finite({"incoming gradient": dy}, results, ctx.step)
-        db = dy.sum(0).to(b_dtype) if ctx.needs_input_grad[2] else None
+        dx, dw, db = finish_backward(ctx, layer, dy, dx, dw, (x_dtype, w_dtype, b_dtype), ctx.step)
         return dx, dw, db, None, None

@@ -27,8 +27,8 @@ Streams and allocation as in nibble.quartet_cuda.
 import torch
 
 from . import quartet_cuda
-from .quartet_cuda import (KERNEL_INPUT_DTYPES, Operand, Planes, _kernel_input, _on_device, _out_dtype, _read_counts,
-                           _stream, extension, gemm_pair)
+from .quartet_cuda import (extension, finish_backward, finish_forward, gemm_pair, _kernel_input,
+                           KERNEL_INPUT_DTYPES, _on_device, Operand, _out_dtype, Planes, _read_counts, _stream)
 
 RECIPES = ("mxfp4",)
 BLOCK = 32  # along every GEMM's inner dimension: in_features (fprop), out_features (dgrad), tokens (wgrad)
@@ -138,11 +138,7 @@ class Mxfp4CudaFunction(torch.autograd.Function):
         ctx.layer, ctx.step = layer, layer.step.clone()  # read (host sync) only to name a failing step
         ctx.shapes = (x.shape[0], x.shape[1], weight.shape[0])
         ctx.dtypes = (x.dtype, weight.dtype, None if bias is None else bias.dtype)
-        layer.last_path = path
-        if bias is not None:
-            y = y + bias.to(y.dtype)
-        layer._require_finite(dict(input=x, weight=weight, bias=bias), {"forward output": y})
-        return y.to(x.dtype) if x.dtype not in KERNEL_INPUT_DTYPES else y
+        return finish_forward(layer, x, weight, bias, y, path, keep_dtype=x.dtype in KERNEL_INPUT_DTYPES)
 
     @staticmethod
     def backward(ctx, dy):
@@ -159,9 +155,5 @@ class Mxfp4CudaFunction(torch.autograd.Function):
                 dx, dw, path = backward(extension(), _kernel_input(dy), xtp, wtp, layer.options, x_dtype, w_dtype,
                                         _stream(dy), need_dx, need_dw)
             layer.last_backward_path = path
-        dx = None if dx is None else dx.to(x_dtype)
-        dw = None if dw is None else dw.to(w_dtype)
-        results = {k: v for k, v in (("input gradient", dx), ("weight gradient", dw)) if v is not None}
-        layer._require_finite({"incoming gradient": dy}, results, ctx.step)
-        db = dy.sum(0).to(b_dtype) if ctx.needs_input_grad[2] else None
+        dx, dw, db = finish_backward(ctx, layer, dy, dx, dw, (x_dtype, w_dtype, b_dtype), ctx.step)
         return dx, dw, db, None, None

@@ -88,6 +88,28 @@ def _on_device(t):
     return torch.cuda.device(t.device) if t.is_cuda else contextlib.nullcontext()
 
 
+def finish_forward(layer, x, weight, bias, y, path, keep_dtype=False):
+    """The tail every CUDA autograd forward shares: record the path, add the bias, check the output is
+    finite, and return y in x's dtype (keep_dtype: as the GEMM wrote it)."""
+    layer.last_path = path
+    if bias is not None:
+        y = y + bias.to(y.dtype)
+    layer._require_finite(dict(input=x, weight=weight, bias=bias), {"forward output": y})
+    return y if keep_dtype else y.to(x.dtype)
+
+
+def finish_backward(ctx, layer, dy, dx, dw, dtypes, step):
+    """The tail every CUDA autograd backward shares: dX, dW and dB in the input's, weight's and bias's
+    dtypes, checked finite (naming the step)."""
+    x_dtype, w_dtype, b_dtype = dtypes
+    dx = None if dx is None else dx.to(x_dtype)
+    dw = None if dw is None else dw.to(w_dtype)
+    results = {k: v for k, v in (("input gradient", dx), ("weight gradient", dw)) if v is not None}
+    layer._require_finite({"incoming gradient": dy}, results, step)
+    db = dy.sum(0).to(b_dtype) if ctx.needs_input_grad[2] else None
+    return dx, dw, db
+
+
 def _stream(t):
     return torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else 0
 
@@ -279,11 +301,7 @@ class QuartetCudaFunction(torch.autograd.Function):
         ctx.save_for_backward(xp.codes, xp.scales, xp.mask, wp.codes, wp.scales, wp.mask)
         ctx.layer, ctx.step, ctx.shapes = layer, int(layer.step), (x.shape[0], x.shape[1], weight.shape[0])
         ctx.dtypes = (x.dtype, weight.dtype, None if bias is None else bias.dtype)
-        layer.last_path = path
-        if bias is not None:
-            y = y + bias.to(y.dtype)
-        layer._require_finite(dict(input=x, weight=weight, bias=bias), {"forward output": y})
-        return y.to(x.dtype) if x.dtype not in KERNEL_INPUT_DTYPES else y
+        return finish_forward(layer, x, weight, bias, y, path, keep_dtype=x.dtype in KERNEL_INPUT_DTYPES)
 
     @staticmethod
     def backward(ctx, dy):
@@ -300,9 +318,5 @@ class QuartetCudaFunction(torch.autograd.Function):
                 dx, dw, path = backward(extension(), dyk, xp, wp, layer.options, quartet_backward_seed(layer.seed, step),
                                         x_dtype, w_dtype, _stream(dy), need_dx, need_dw)
             layer.last_backward_path = path
-        dx = None if dx is None else dx.to(x_dtype)
-        dw = None if dw is None else dw.to(w_dtype)
-        results = {k: v for k, v in (("input gradient", dx), ("weight gradient", dw)) if v is not None}
-        layer._require_finite({"incoming gradient": dy}, results, step)
-        db = dy.sum(0).to(b_dtype) if ctx.needs_input_grad[2] else None
+        dx, dw, db = finish_backward(ctx, layer, dy, dx, dw, (x_dtype, w_dtype, b_dtype), step)
         return dx, dw, db, None
