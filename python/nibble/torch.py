@@ -21,10 +21,7 @@ _ROLE_INDEX = {"x": 0, "w": 1, "dy": 2}
 _BLOCK_ALONG_K = {"bf16": 1, "fp8-delayed": 1, "fp8-current": 1, "fp8-block": 128, "mxfp8": 32, "mxfp4": 32,
                   "nvfp4": 16, "quartet": 32}
 BACKENDS = ("auto", "reference", "emulated", "cuda")
-CUDA_RECIPES = ("quartet", "fp8-current", "fp8-delayed", "fp8-block", "mxfp4")  # on nibble's kernels (auto, cuda)
-# On nibble's kernels only when asked for (backend "cuda"): their GPU tests have not run on a GPU yet, so
-# backend "auto" keeps the validated torch emulation for them.
-CUDA_OPT_IN_RECIPES = ("mxfp8", "nvfp4")
+CUDA_RECIPES = ("quartet", "fp8-current", "fp8-delayed", "fp8-block", "mxfp4", "mxfp8", "nvfp4")  # backend cuda
 _WARNED_CUDA_FALLBACK = set()
 _FP8_CUDA_RECIPES = ("fp8-current", "fp8-delayed", "fp8-block")  # backend cuda needs features % 16
 _DEFAULTS = dict(backward_rounding="nearest", hadamard_size=32, rotate=True, forward_quantizer="quest",
@@ -134,8 +131,8 @@ class Linear(nn.Module):
             raise ValueError("backward_rounding must be nearest or stochastic")
         if self.options["backend"] not in BACKENDS:
             raise ValueError(f"backend {self.options['backend']!r} is unknown; valid: {', '.join(BACKENDS)}")
-        if self.options["backend"] == "cuda" and recipe not in CUDA_RECIPES + CUDA_OPT_IN_RECIPES:
-            raise ValueError(f"backend 'cuda' runs recipes {', '.join(CUDA_RECIPES + CUDA_OPT_IN_RECIPES)} on "
+        if self.options["backend"] == "cuda" and recipe not in CUDA_RECIPES:
+            raise ValueError(f"backend 'cuda' runs recipes {', '.join(CUDA_RECIPES)} on "
                              f"nibble's kernels; recipe "
                              f"{recipe} on CUDA tensors runs the torch emulation (backend 'auto' or 'emulated')")
         if self.options["backend"] == "cuda" and recipe in _FP8_CUDA_RECIPES:  # FP4 / MX: their block, below
@@ -196,9 +193,7 @@ class Linear(nn.Module):
             raise ValueError(f"layer '{self.layer_name or 'Linear'}': backend 'cuda' needs CUDA tensors, got "
                              f"{x.device.type}; use backend 'auto' or 'reference' for CPU tensors")
         self._cuda_fallback = None
-        if x.device.type != "cuda" or choice not in ("auto", "cuda"):
-            return None
-        if self.recipe not in CUDA_RECIPES and not (self.recipe in CUDA_OPT_IN_RECIPES and choice == "cuda"):
+        if self.recipe not in CUDA_RECIPES or x.device.type != "cuda" or choice not in ("auto", "cuda"):
             return None
         from . import decoded_cuda, fp8_cuda, mxfp4_cuda, quartet_cuda
         module = {"quartet": quartet_cuda, "mxfp4": mxfp4_cuda, "mxfp8": decoded_cuda,

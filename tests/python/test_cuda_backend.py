@@ -319,7 +319,10 @@ def test_gpu_auto_picks_cuda_for_the_kernel_recipes(rng, cuda_ext):
     f = nt.Linear(128, 64, recipe="fp8-current", device="cuda")
     f(x)
     assert f.last_path.startswith("cuda fp8-current forward")
-    m = nt.Linear(128, 64, recipe="nvfp4", device="cuda")  # no kernels of its own: the emulation
+    n = nt.Linear(128, 64, recipe="nvfp4", device="cuda")  # nibble's quantizers, BF16 decode, BF16 GEMM
+    n(x)
+    assert n.last_path.startswith("cuda nvfp4 forward")
+    m = nt.Linear(128, 64, recipe="bf16", device="cuda")  # no kernels of its own: the emulation
     m(x)
     assert m.last_path.startswith("torch-emulated")
     nt._WARNED_CUDA_FALLBACK.clear()

@@ -145,7 +145,7 @@ def test_bindings_check_arguments_before_the_device(ext):
 
 def test_backend_selection(ext):
     from nibble import decoded_cuda
-    assert set(RECIPES) <= set(nt.CUDA_OPT_IN_RECIPES) and not set(RECIPES) & set(nt.CUDA_RECIPES)  # opt-in only
+    assert set(RECIPES) <= set(nt.CUDA_RECIPES)
     nt.Linear(128, 256, recipe="mxfp8", backend="cuda")  # accepted (runs on CUDA tensors)
     nt.Linear(48, 80, recipe="nvfp4", backend="cuda")
     with pytest.raises(ValueError, match="in_features 48 is not a multiple of 32, the block size of recipe mxfp8"):
@@ -452,11 +452,8 @@ def test_gpu_layer_matches_reference(recipe, rule, dtype, rng, cuda_ext):
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
-def test_gpu_cuda_backend_runs_the_kernels_and_auto_keeps_the_emulation(recipe, rng, cuda_ext):
-    auto = nt.Linear(256, 128, recipe=recipe, device="cuda")  # opt-in recipes: auto stays on the emulation
-    auto(randn(rng, 64, 256).cuda())
-    assert auto.last_path.startswith("torch-emulated"), auto.last_path
-    layer = nt.Linear(256, 128, recipe=recipe, backend="cuda", device="cuda")
+def test_gpu_auto_picks_the_kernels(recipe, rng, cuda_ext):
+    layer = nt.Linear(256, 128, recipe=recipe, device="cuda")
     layer(randn(rng, 64, 256).cuda()).sum().backward()
     assert layer.last_path.startswith(f"cuda {recipe} forward"), layer.last_path
     assert layer.last_backward_path.startswith(f"cuda {recipe} backward"), layer.last_backward_path
