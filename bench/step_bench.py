@@ -8,7 +8,8 @@ MLP (gated SwiGLU or plain GELU), with the four linear layers swapped by nibble.
 CUDA events around forward + backward, warm-up first, median of --reps. Norms, attention and
 activations run in BF16 for every recipe. The recipe layers run nibble.torch's backend (--backend auto:
 quartet, mxfp4, fp8-current, fp8-delayed and fp8-block on nibble's CUDA kernels and cuBLASLt FP8 GEMMs when
-nibble._C was built with them; mxfp8 and nvfp4 on the torch emulation, quantize -> dequantize -> FP32 GEMM); each row's "path" says which ran,
+nibble._C was built with them; mxfp8 and nvfp4 on nibble's quantizers, exact BF16 decodes and BF16 GEMMs;
+otherwise the torch emulation, quantize -> dequantize -> FP32 GEMM); each row's "path" says which ran,
 and an emulated row's step time measures the emulation, not nibble's kernels. What is measured
 for the question "does the GEMM speedup survive a step": the bf16 step, its 12 linear GEMMs alone (so
 the fraction of the step outside the GEMMs), and, with --bench-json, the step speedup that nibble
@@ -175,7 +176,7 @@ def main():
                     help="which `nibble bench` speedups to project with (step: quantization included)")
     ap.add_argument("--backend", default="auto", choices=("auto", "emulated", "cuda"),
                     help="nibble.torch backend: auto = nibble's CUDA kernels where they exist (quartet, mxfp4, "
-                         "fp8-current, fp8-delayed, fp8-block), else the "
+                         "fp8-current, fp8-delayed, fp8-block, mxfp8, nvfp4), else the "
                          "torch emulation; each row's path says which ran")
     ap.add_argument("--json", help="write results here")
     ap.add_argument("--device", default="cuda", help="cuda; cpu only smoke-tests the script (no timing worth reading)")
