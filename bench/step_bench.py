@@ -30,6 +30,9 @@ from torch import nn
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import nibble.torch as nt  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import step_report  # noqa: E402
+
 PRESETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "presets")
 
 
@@ -179,8 +182,13 @@ def main():
                          "fp8-current, fp8-delayed, fp8-block, mxfp8, nvfp4), else the "
                          "torch emulation; each row's path says which ran")
     ap.add_argument("--json", help="write results here")
+    ap.add_argument("--html", help="write a self-contained HTML report here (bench/step_report.py)")
     ap.add_argument("--device", default="cuda", help="cuda; cpu only smoke-tests the script (no timing worth reading)")
     a = ap.parse_args()
+    for flag, path in (("--json", a.json), ("--html", a.html)):  # before the long run, not after it
+        folder = os.path.dirname(os.path.abspath(path)) if path else None
+        if folder and not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
+            ap.error(f"{flag} {path}: folder {folder} does not exist or is not writable; create it first")
     global DEVICE
     DEVICE = a.device
     cfg = {}
@@ -263,17 +271,18 @@ def main():
                          "outside the GEMMs")
         rows.append(row)
         print(line, flush=True)
+    result = dict(model=dict(hidden=hidden, ffn=ffn, heads=heads, kv_heads=kv, gated=gated, tokens=tokens,
+                             seq_len=seq, preset=a.preset, causal=True),
+                  gpu=_device_name(), torch=torch.__version__, reps=a.reps, warmup=a.warmup,
+                  bf16_gemm_ms=dict(median=g_med, min=g_lo, max=g_hi), gemm_bench=bench, results=rows,
+                  note="each row's path says which backend ran: nibble's CUDA kernels, or nibble.torch's torch "
+                       "emulation (quantize-dequantize + FP32 GEMM), whose step time measures that emulation; "
+                       "projected_step_speedup = 1 / (1 - f + f / gemm_speedup) with f the measured GEMM "
+                       "fraction of the native bf16 step")
     if a.json:
-        with open(a.json, "w") as fo:
-            json.dump(dict(model=dict(hidden=hidden, ffn=ffn, heads=heads, kv_heads=kv, gated=gated, tokens=tokens,
-                                      seq_len=seq, preset=a.preset, causal=True),
-                           gpu=_device_name(), torch=torch.__version__, reps=a.reps, warmup=a.warmup,
-                           bf16_gemm_ms=dict(median=g_med, min=g_lo, max=g_hi), gemm_bench=bench, results=rows,
-                           note="recipe rows run nibble.torch's torch emulation (quantize-dequantize + FP32 "
-                                "GEMM), not nibble's kernels: their step times measure that emulation; "
-                                "projected_step_speedup = 1 / (1 - f + f / gemm_speedup) with f the measured "
-                                "GEMM fraction of the native bf16 step"), fo, indent=1)
-
+        step_report.write_atomically(a.json, json.dumps(result, indent=1))
+    if a.html:
+        step_report.write_atomically(a.html, step_report.render_html(result))
 
 if __name__ == "__main__":
     main()
