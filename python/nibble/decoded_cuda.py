@@ -31,8 +31,8 @@ gradients; mxfp8 none. Streams and allocation as in nibble.quartet_cuda.
 import torch
 
 from . import fp8_cuda, quartet_cuda
-from .quartet_cuda import (_kernel_input, _on_device, _out_dtype, _stream, extension, finish_backward, finish_forward,
-                           gemm_into)
+from .quartet_cuda import (_kernel_input, _on_device, _out_dtype, _stream, extension, extension_lacks,
+                           finish_backward, finish_forward, gemm_into)
 
 RECIPES = ("mxfp8", "nvfp4")
 BLOCK = {"mxfp8": 32, "nvfp4": 16}  # along every GEMM's inner dimension (and the wgrad's: tokens)
@@ -42,13 +42,7 @@ NVFP4_COLWISE_RHT = {"x": True, "w": False, "dy": True}  # the wgrad operands X^
 
 def unsupported_reason(ext):
     """Why the mxfp8 / nvfp4 CUDA path cannot run with this extension (None when it can)."""
-    if ext is None:
-        return "nibble._C is not built (configure with -DNIBBLE_PYTHON=ON, see docs/training.md)"
-    if not getattr(ext, "has_cuda", False):
-        return "nibble._C was built without CUDA (nvcc was not found when it was configured)"
-    if not hasattr(ext, "quantize_nvfp4_cuda"):
-        return "nibble._C has no MXFP8 / NVFP4 CUDA bindings (built before bind_cuda_mx_nv.cpp existed: rebuild it)"
-    return None
+    return extension_lacks(ext, "quantize_nvfp4_cuda", "MXFP8 / NVFP4", "bind_cuda_mx_nv.cpp")
 
 
 def unavailable_for(layer, x):

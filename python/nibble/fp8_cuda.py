@@ -28,7 +28,8 @@ once per forward and once per backward. Streams and allocation as in nibble.quar
 import torch
 
 from . import quartet_cuda
-from .quartet_cuda import _on_device, _out_dtype, _stream, extension, finish_backward, finish_forward
+from .quartet_cuda import (_on_device, _out_dtype, _stream, extension, extension_lacks, finish_backward,
+                           finish_forward)
 
 RECIPES = ("fp8-current", "fp8-delayed", "fp8-block")
 HYBRID_FORMAT = {"x": "e4m3", "w": "e4m3", "dy": "e5m2"}
@@ -39,12 +40,9 @@ MULTIPLE = 16  # of tokens, in_features, out_features: the kernels' 16-byte stor
 def unsupported_reason(ext, shape=None):
     """Why the FP8 CUDA path cannot run with this extension on a [tokens, in_features, out_features]
     problem `shape` (None: shape not yet known); None when it can."""
-    if ext is None:
-        return "nibble._C is not built (configure with -DNIBBLE_PYTHON=ON, see docs/training.md)"
-    if not getattr(ext, "has_cuda", False):
-        return "nibble._C was built without CUDA (nvcc was not found when it was configured)"
-    if not hasattr(ext, "quantize_fp8_current_cuda"):
-        return "nibble._C has no FP8 CUDA bindings (built before bind_cuda_fp8.cpp existed: rebuild it)"
+    lacks = extension_lacks(ext, "quantize_fp8_current_cuda", "FP8", "bind_cuda_fp8.cpp")
+    if lacks:
+        return lacks
     if shape is not None:
         bad = [f"{name} {n}" for name, n in zip(("tokens", "in_features", "out_features"), shape) if n % MULTIPLE]
         if bad:

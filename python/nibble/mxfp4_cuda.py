@@ -36,13 +36,7 @@ BLOCK = 32  # along every GEMM's inner dimension: in_features (fprop), out_featu
 
 def unsupported_reason(ext):
     """Why the MXFP4 CUDA path cannot run with this extension (None when it can)."""
-    if ext is None:
-        return "nibble._C is not built (configure with -DNIBBLE_PYTHON=ON, see docs/training.md)"
-    if not getattr(ext, "has_cuda", False):
-        return "nibble._C was built without CUDA (nvcc was not found when it was configured)"
-    if not hasattr(ext, "quantize_mxfp4_rowcol_cuda"):
-        return "nibble._C has no MXFP4 CUDA bindings (built before bind_cuda_fp4.cpp existed: rebuild it)"
-    return None
+    return quartet_cuda.extension_lacks(ext, "quantize_mxfp4_rowcol_cuda", "MXFP4", "bind_cuda_fp4.cpp")
 
 
 def unavailable_for(layer, x):

@@ -61,12 +61,23 @@ def apply(layer, x):
     return QuartetCudaFunction.apply(x, layer.weight, layer.bias, layer)
 
 
-def unsupported_reason(ext, options):
-    """Why this extension/options pair cannot run the CUDA path (None when it can)."""
+def extension_lacks(ext, binding=None, what=None, source=None):
+    """Why `ext` cannot run a CUDA path: not built, built without CUDA, or (binding given) built before the
+    bindings of `what` in src/python/`source` existed; None when it can."""
     if ext is None:
         return "nibble._C is not built (configure with -DNIBBLE_PYTHON=ON, see docs/training.md)"
     if not getattr(ext, "has_cuda", False):
         return "nibble._C was built without CUDA (nvcc was not found when it was configured)"
+    if binding is not None and not hasattr(ext, binding):
+        return f"nibble._C has no {what} CUDA bindings (built before {source} existed: rebuild it)"
+    return None
+
+
+def unsupported_reason(ext, options):
+    """Why this extension/options pair cannot run the CUDA path (None when it can)."""
+    lacks = extension_lacks(ext)
+    if lacks:
+        return lacks
     if options["rotate"] and options["hadamard_size"] not in (16, 32):
         return (f"hadamard_size {options['hadamard_size']}: the CUDA kernels rotate in 16- or 32-blocks "
                 "(sizes 64 and 128 run in the torch emulation)")
