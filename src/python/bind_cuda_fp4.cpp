@@ -26,13 +26,6 @@ namespace nibble::python {
 namespace {
 namespace nc = nibble::cuda;
 
-quant::MxScaleRule parse_rule(const char* fn, const std::string& s) {
-  if (s == "ocp") return quant::MxScaleRule::ocp;
-  if (s == "round-up" || s == "round_up") return quant::MxScaleRule::round_up;
-  throw std::invalid_argument(std::string(fn) + ": scale_rule '" + s + "' is unknown; use ocp (2^(floor(log2 amax) "
-                              "- 2)) or round-up (2^ceil(log2(amax / 6)), never clips)");
-}
-
 // x [rows, cols], float32 or bfloat16, dense; cols a multiple of 32 (whole 1x32 blocks), and rows too
 // when a column-wise copy (blocks along rows) is asked for.
 std::pair<int64_t, int64_t> dense_input(const char* fn, const Array& x, bool colwise) {
@@ -65,7 +58,7 @@ quant::SrKey rounding_key(bool stochastic, uint64_t seed) { return quant::SrKey{
 std::string quantize(const Array& x, const Array& codes, const Array& scales, const std::string& scale_rule,
                      bool stochastic, uint64_t seed, uintptr_t stream) {
   constexpr const char* fn = "quantize_mxfp4_cuda";
-  const quant::MxScaleRule rule = parse_rule(fn, scale_rule);
+  const quant::MxScaleRule rule = parse_mx_rule(fn, scale_rule, quant::ElementFormat::e2m1);
   const auto [rows, cols] = dense_input(fn, x, false);
   check_planes(fn, "codes", codes, "scales", scales, rows, cols);
   on_cuda(fn, {{"x", &x}, {"codes", &codes}, {"scales", &scales}});
@@ -79,7 +72,7 @@ std::string quantize_rowcol(const Array& x, const OptArray& rowwise_codes, const
                             const OptArray& colwise_codes, const OptArray& colwise_scales,
                             const std::string& scale_rule, bool stochastic, uint64_t seed, uintptr_t stream) {
   constexpr const char* fn = "quantize_mxfp4_rowcol_cuda";
-  const quant::MxScaleRule rule = parse_rule(fn, scale_rule);
+  const quant::MxScaleRule rule = parse_mx_rule(fn, scale_rule, quant::ElementFormat::e2m1);
   if (rowwise_codes.has_value() != rowwise_scales.has_value() ||
       colwise_codes.has_value() != colwise_scales.has_value()) {
     throw std::invalid_argument(std::string(fn) + ": pass codes and scales of a copy together (or neither)");

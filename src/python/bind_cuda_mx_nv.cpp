@@ -32,13 +32,6 @@ namespace nibble::python {
 namespace {
 namespace nc = nibble::cuda;
 
-quant::MxScaleRule parse_rule(const char* fn, const std::string& s) {
-  if (s == "ocp") return quant::MxScaleRule::ocp;
-  if (s == "round-up" || s == "round_up") return quant::MxScaleRule::round_up;
-  throw std::invalid_argument(std::string(fn) + ": scale_rule '" + s + "' is unknown; use ocp (2^(floor(log2 amax) "
-                              "- 8)) or round-up (2^ceil(log2(amax / 448)), never clips)");
-}
-
 void codes_with_scales(const char* fn, const OptArray& codes, const OptArray& scales) {
   if (codes.has_value() != scales.has_value()) {
     throw std::invalid_argument(std::string(fn) + ": pass codes and scales of a copy together (or neither)");
@@ -72,7 +65,7 @@ std::string quantize_mxfp8(const Array& x, const OptArray& rowwise_codes, const 
                            const OptArray& colwise_codes, const OptArray& colwise_scales, const std::string& scale_rule,
                            bool stochastic, uint64_t seed, uintptr_t stream) {
   constexpr const char* fn = "quantize_mxfp8_cuda";
-  const quant::MxScaleRule rule = parse_rule(fn, scale_rule);
+  const quant::MxScaleRule rule = parse_mx_rule(fn, scale_rule, quant::ElementFormat::e4m3);
   codes_with_scales(fn, rowwise_codes, rowwise_scales);
   codes_with_scales(fn, colwise_codes, colwise_scales);
   at_least_one(fn, rowwise_codes, colwise_codes);

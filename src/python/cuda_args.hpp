@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "nibble/quant/scale_rules.hpp"
+
 namespace nibble::python {
 
 namespace nb = nanobind;
@@ -164,5 +166,15 @@ inline uint8_t* bytes(const Array& a) { return static_cast<uint8_t*>(a.data()); 
 inline uint8_t* bytes(const OptArray& a) { return a ? static_cast<uint8_t*>(a->data()) : nullptr; }
 inline float* floats(const Array& a) { return static_cast<float*>(a.data()); }
 inline float* floats(const OptArray& a) { return a ? static_cast<float*>(a->data()) : nullptr; }
+
+// An MX scale rule named by the user (`scale_rule` of the MX bindings); the message names both rules'
+// formulas for the element format f (E2M1: emax 2, max 6; E4M3: emax 8, max 448).
+inline quant::MxScaleRule parse_mx_rule(const char* fn, const std::string& s, quant::ElementFormat f) {
+  if (s == "ocp") return quant::MxScaleRule::ocp;
+  if (s == "round-up" || s == "round_up") return quant::MxScaleRule::round_up;
+  throw std::invalid_argument(std::string(fn) + ": scale_rule '" + s + "' is unknown; use ocp (2^(floor(log2 amax) - " +
+                              std::to_string(quant::element_emax(f)) + ")) or round-up (2^ceil(log2(amax / " +
+                              std::to_string(static_cast<int>(quant::element_max(f))) + ")), never clips)");
+}
 
 }  // namespace nibble::python
