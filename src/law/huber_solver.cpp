@@ -22,9 +22,10 @@ bool backend_available(Backend b) {
 }
 
 std::string backend_name(Backend b) {
-  return b == Backend::ceres ? "ceres (Levenberg-Marquardt, Huber loss)"
-                             : "eigen-lm fallback (this build lacks Ceres; Levenberg-Marquardt with "
-                               "reweighted Huber residuals)";
+  if (b == Backend::ceres) return "ceres (Levenberg-Marquardt, Huber loss)";
+  return backend_available(Backend::ceres)
+             ? "eigen-lm (asked for; Levenberg-Marquardt with reweighted Huber residuals)"
+             : "eigen-lm fallback (this build lacks Ceres; Levenberg-Marquardt with reweighted Huber residuals)";
 }
 
 Backend default_backend() {
