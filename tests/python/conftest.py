@@ -23,6 +23,16 @@ def ext():
     return nibble.load_extension()
 
 
+@pytest.fixture
+def cuda_ext(ext):
+    """The extension, for the GPU tests: skips them when it was built without CUDA or no GPU is visible."""
+    if not ext.has_cuda:
+        pytest.skip("nibble._C was built without CUDA")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    return ext
+
+
 def randn(g, *shape, scale=1.0):
     # Heavy-ish tails and a per-row spread, so scales differ between blocks (never zeros).
     x = torch.randn(*shape, generator=g) * scale

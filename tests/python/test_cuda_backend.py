@@ -213,14 +213,6 @@ def spread_input(rng, pattern, t=64, i=256):
 # ---------------------------------------------------------------------------------------------- GPU
 
 
-@pytest.fixture
-def cuda_ext(ext):
-    if not ext.has_cuda:
-        pytest.skip("nibble._C was built without CUDA")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA GPU")
-    return ext
-
 
 def layers(recipe_opts, dtype, seed=5, i=512, o=384):
     """A cuda-backend layer on the GPU and a reference-backend layer on the CPU with the same parameters

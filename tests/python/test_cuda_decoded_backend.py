@@ -313,14 +313,6 @@ def test_non_finite_input_names_layer_and_step(recipe, rng, ext, fake):
 # ---------------------------------------------------------------------------------------------- GPU
 
 
-@pytest.fixture
-def cuda_ext(ext):
-    if not ext.has_cuda:
-        pytest.skip("nibble._C was built without CUDA")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA GPU")
-    return ext
-
 
 E2M1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0], dtype=torch.float64)
 

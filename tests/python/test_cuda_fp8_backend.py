@@ -302,14 +302,6 @@ def test_non_finite_input_names_layer_and_step(rng, ext, fake):
 # ---------------------------------------------------------------------------------------------- GPU
 
 
-@pytest.fixture
-def cuda_ext(ext):
-    if not ext.has_cuda:
-        pytest.skip("nibble._C was built without CUDA")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA GPU")
-    return ext
-
 
 def decode_fp8(codes, fmt):
     dt = getattr(torch, "float8_e4m3fn" if fmt == "e4m3" else "float8_e5m2", None)
