@@ -32,7 +32,8 @@ import torch
 
 from . import fp8_cuda, quartet_cuda
 from .quartet_cuda import (_kernel_input, _on_device, _out_dtype, _stream, extension, extension_lacks,
-                           finish_backward, finish_forward, gemm_into)
+                           finish_backward, finish_forward, gemm_into,
+                           require_whole_token_blocks)
 
 RECIPES = ("mxfp8", "nvfp4")
 BLOCK = {"mxfp8": 32, "nvfp4": 16}  # along every GEMM's inner dimension (and the wgrad's: tokens)
@@ -191,14 +192,6 @@ def backward(ext, layer, dy, xt, wt, seeds, dx_dtype, dw_dtype, stream, need_dx=
     return dx, dw, f"cuda {layer.recipe} backward{_conversions(notes)}: " + "; ".join(kernels)
 
 
-def _tokens_check(layer, tokens):
-    block = BLOCK[layer.recipe]
-    if tokens % block:
-        raise ValueError(f"layer '{layer.layer_name or 'Linear'}': {tokens} tokens is not a multiple of {block}, the "
-                         f"block size of the wgrad GEMM's inner dimension (the weight gradient needs X^T in 1x{block} "
-                         "blocks); pad the batch, or run without the weight's gradient")
-
-
 def _seeds(layer):
     """nvfp4's (dgrad, wgrad) stochastic-rounding seeds for this forward's step, the reference backend's:
     mix(seed, step, 1) and mix(seed, step, 2). One host read of the step counter and the seed."""
@@ -218,7 +211,7 @@ class DecodedCudaFunction(torch.autograd.Function):
         ext = extension()
         need_dx, need_dw = grad_enabled and ctx.needs_input_grad[0], grad_enabled and ctx.needs_input_grad[1]
         if need_dw:
-            _tokens_check(layer, x.shape[0])
+            require_whole_token_blocks(layer, x.shape[0], BLOCK[layer.recipe])
         with _on_device(x):
             y, xt, wt, path = forward(ext, layer, x, weight, need_dw, need_dx, _stream(x))
         ctx.save_for_backward(*_saved(xt), *_saved(wt))

@@ -106,13 +106,6 @@ def backward(ext, dy, xtp, wtp, options, dx_dtype, dw_dtype, stream, need_dx=Tru
     return dx, dw, "cuda mxfp4 backward: " + "; ".join([f"dY {kernel}"] + labels)
 
 
-def _tokens_check(layer, tokens):
-    if tokens % BLOCK:
-        raise ValueError(f"layer '{layer.layer_name or 'Linear'}': {tokens} tokens is not a multiple of {BLOCK}, the "
-                         "block size of the wgrad GEMM's inner dimension (the weight gradient needs X^T in 1x32 "
-                         "blocks); pad the batch, or run without the weight's gradient")
-
-
 class Mxfp4CudaFunction(torch.autograd.Function):
     """y = x W^T (+ b) with mxfp4's three GEMMs on nibble's kernels and cuBLASLt. x: [T, I] on a CUDA device;
     dX comes back in x's dtype, dW in the weight's, dB in the bias's. grad_enabled: the caller's
@@ -123,7 +116,7 @@ class Mxfp4CudaFunction(torch.autograd.Function):
         ext = extension()
         need_dx, need_dw = grad_enabled and ctx.needs_input_grad[0], grad_enabled and ctx.needs_input_grad[1]
         if need_dw:
-            _tokens_check(layer, x.shape[0])
+            quartet_cuda.require_whole_token_blocks(layer, x.shape[0], BLOCK)
         with _on_device(x):
             y, xtp, wtp, path = forward(ext, _kernel_input(x), _kernel_input(weight), layer.options, need_dw,
                                         need_dx, _stream(x))

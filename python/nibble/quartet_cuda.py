@@ -121,6 +121,15 @@ def finish_backward(ctx, layer, dy, dx, dw, dtypes, step):
     return dx, dw, db
 
 
+def require_whole_token_blocks(layer, tokens, block):
+    """The weight gradient's inner dimension is the tokens: a layer that needs it must see whole 1 x block
+    groups of them."""
+    if tokens % block:
+        raise ValueError(f"layer '{layer.layer_name or 'Linear'}': {tokens} tokens is not a multiple of {block}, the "
+                         f"block size of the wgrad GEMM's inner dimension (the weight gradient needs X^T in 1x{block} "
+                         "blocks); pad the batch, or run without the weight's gradient")
+
+
 def _stream(t):
     return torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else 0
 

@@ -127,12 +127,7 @@ std::string quartet_backward(const Array& x, const OptArray& rowwise_codes, cons
   ArgCheck(fn, "x", x).dtype({Elem::bf16, Elem::f32});
   const auto [rows, cols] = fp4_matrix(fn, "x", x);
   ArgCheck(fn, "x", x).dense();
-  if (rowwise_codes.has_value() != rowwise_scales.has_value() || colwise_codes.has_value() != colwise_scales.has_value()) {
-    throw std::invalid_argument(std::string(fn) + ": pass codes and scales of a copy together (or neither)");
-  }
-  if (!rowwise_codes && !colwise_codes) {
-    throw std::invalid_argument(std::string(fn) + ": neither the rowwise nor the colwise copy is requested");
-  }
+  check_copy_request(fn, rowwise_codes, rowwise_scales, colwise_codes, colwise_scales);
   if (rowwise_codes) check_planes(fn, "rowwise_codes", *rowwise_codes, "rowwise_scales", *rowwise_scales, rows, cols);
   if (colwise_codes) {
     if (rows % 32 != 0) {

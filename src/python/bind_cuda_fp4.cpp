@@ -73,14 +73,7 @@ std::string quantize_rowcol(const Array& x, const OptArray& rowwise_codes, const
                             const std::string& scale_rule, bool stochastic, uint64_t seed, uintptr_t stream) {
   constexpr const char* fn = "quantize_mxfp4_rowcol_cuda";
   const quant::MxScaleRule rule = parse_mx_rule(fn, scale_rule, quant::ElementFormat::e2m1);
-  if (rowwise_codes.has_value() != rowwise_scales.has_value() ||
-      colwise_codes.has_value() != colwise_scales.has_value()) {
-    throw std::invalid_argument(std::string(fn) + ": pass codes and scales of a copy together (or neither)");
-  }
-  if (!rowwise_codes && !colwise_codes) {
-    throw std::invalid_argument(std::string(fn) + ": neither the rowwise nor the colwise copy is requested; ask for "
-                                "at least one");
-  }
+  check_copy_request(fn, rowwise_codes, rowwise_scales, colwise_codes, colwise_scales);
   // The row+column tile needs rows % 32 == 0 even for a row-wise copy alone (quantize_fp4.hpp).
   const auto [rows, cols] = dense_input(fn, x, true);
   if (rowwise_codes) check_planes(fn, "rowwise_codes", *rowwise_codes, "rowwise_scales", *rowwise_scales, rows, cols);

@@ -32,19 +32,6 @@ namespace nibble::python {
 namespace {
 namespace nc = nibble::cuda;
 
-void codes_with_scales(const char* fn, const OptArray& codes, const OptArray& scales) {
-  if (codes.has_value() != scales.has_value()) {
-    throw std::invalid_argument(std::string(fn) + ": pass codes and scales of a copy together (or neither)");
-  }
-}
-
-void at_least_one(const char* fn, const OptArray& rowwise, const OptArray& colwise) {
-  if (!rowwise && !colwise) {
-    throw std::invalid_argument(std::string(fn) + ": neither the rowwise nor the colwise copy is requested; ask for "
-                                "at least one");
-  }
-}
-
 // ---- mxfp8 --------------------------------------------------------------------------------------
 
 // [rows, cols] with both multiples of 32: the kernel's 32x1 column blocks need whole row groups even for
@@ -66,9 +53,7 @@ std::string quantize_mxfp8(const Array& x, const OptArray& rowwise_codes, const 
                            bool stochastic, uint64_t seed, uintptr_t stream) {
   constexpr const char* fn = "quantize_mxfp8_cuda";
   const quant::MxScaleRule rule = parse_mx_rule(fn, scale_rule, quant::ElementFormat::e4m3);
-  codes_with_scales(fn, rowwise_codes, rowwise_scales);
-  codes_with_scales(fn, colwise_codes, colwise_scales);
-  at_least_one(fn, rowwise_codes, colwise_codes);
+  check_copy_request(fn, rowwise_codes, rowwise_scales, colwise_codes, colwise_scales);
   const ArgCheck c(fn, "x", x);
   c.dtype({Elem::bf16}).ndim(2);
   mx_shape(c, x, "1x32 blocks along cols, 32x1 blocks along rows");
@@ -134,7 +119,7 @@ std::string quantize_nvfp4(const Array& x, const OptArray& rowwise_codes, const 
                                   "none of them)");
     }
   }
-  at_least_one(fn, rowwise_codes, colwise_codes);
+  check_copy_request(fn, rowwise_codes, rowwise_scales, colwise_codes, colwise_scales);  // at least one copy
   const ArgCheck c(fn, "x", x);
   c.dtype({Elem::f32, Elem::bf16}).ndim(2);
   if (c.dim(0) < 1 || c.dim(1) < 16 || c.dim(1) % 16 != 0) {

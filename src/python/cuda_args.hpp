@@ -177,4 +177,18 @@ inline quant::MxScaleRule parse_mx_rule(const char* fn, const std::string& s, qu
                               std::to_string(static_cast<int>(quant::element_max(f))) + ")), never clips)");
 }
 
+// The copies a row+column quantizer binding is asked for: codes and scales of a copy come together,
+// and at least one copy is requested.
+inline void check_copy_request(const char* fn, const OptArray& rowwise_codes, const OptArray& rowwise_scales,
+                               const OptArray& colwise_codes, const OptArray& colwise_scales) {
+  if (rowwise_codes.has_value() != rowwise_scales.has_value() ||
+      colwise_codes.has_value() != colwise_scales.has_value()) {
+    throw std::invalid_argument(std::string(fn) + ": pass codes and scales of a copy together (or neither)");
+  }
+  if (!rowwise_codes && !colwise_codes) {
+    throw std::invalid_argument(std::string(fn) + ": neither the rowwise nor the colwise copy is requested; ask for "
+                                "at least one");
+  }
+}
+
 }  // namespace nibble::python
