@@ -40,7 +40,9 @@ def test_forward_and_gradients_equal_reference(recipe, rng, ext):
     # Against float64 autograd of the unquantized layer: close but not equal (it IS quantized).
     x64, w64, gy64 = x.double().requires_grad_(True), w.double().requires_grad_(True), gy.double()
     (torch.nn.functional.linear(x64, w64) * gy64).sum().backward()
-    bound = {"bf16": 0.02, "fp8-current": 0.15, "fp8-block": 0.15, "mxfp8": 0.15}.get(recipe, 0.5)
+    # nvfp4's stochastically rounded 4-bit gradients on these small shapes: median 0.18, but 3 of 600 draws
+    # above 0.5 (max 0.59; 2026-12-03), so 0.8 there; the exact checks above are what pin the values down.
+    bound = {"bf16": 0.02, "fp8-current": 0.15, "fp8-block": 0.15, "mxfp8": 0.15, "nvfp4": 0.8}.get(recipe, 0.5)
     for got, want in ((dx, x64.grad), (dw, w64.grad)):
         rel = float((got.double() - want).norm() / want.norm())
         assert 0 < rel < bound, (recipe, rel)
