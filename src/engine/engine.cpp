@@ -74,6 +74,14 @@ std::vector<LinearLayer> linear_layers(const workload::Workload& w) {
   return out;
 }
 
+// Throws OutOfMemory, before anything is allocated, when `need` bytes exceed the GPU's free memory.
+void refuse_unless_it_fits(const std::string& what, int64_t need) {
+  size_t free_b = 0, total_b = 0;
+  NIBBLE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  const std::string refusal = memory_refusal(what, need, free_b, total_b);
+  if (!refusal.empty()) throw OutOfMemory(refusal);
+}
+
 }  // namespace
 
 bool gpu_available() {
@@ -124,11 +132,7 @@ bench::BenchResult run_bench(const workload::Workload& workload, const EngineOpt
     std::vector<DeviceBuffer> src;
     LayerSources sources;
     try {
-      size_t free_b = 0, total_b = 0;
-      NIBBLE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-      const std::string refusal = memory_refusal(layer.name + "'s BF16 sources X, W, dY",
-                                                 (s.t * s.i + s.o * s.i + s.t * s.o) * 2, free_b, total_b);
-      if (!refusal.empty()) throw OutOfMemory(refusal);
+      refuse_unless_it_fits(layer.name + "'s BF16 sources X, W, dY", (s.t * s.i + s.o * s.i + s.t * s.o) * 2);
       src.emplace_back(s.t * s.i * 2, "X");
       src.emplace_back(s.o * s.i * 2, "W");
       src.emplace_back(s.t * s.o * 2, "dY");
@@ -163,13 +167,8 @@ bench::BenchResult run_bench(const workload::Workload& workload, const EngineOpt
           // The quantized operands (codes, scales, transposed copies) are the least the runner
           // allocates: refuse the rows before allocating when they cannot fit.
           const auto lm = cuda::linear_layer_memory(run_recipe, s.t, s.i, s.o);
-          size_t free_b = 0, total_b = 0;
-          NIBBLE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-          const std::string refusal =
-              memory_refusal(layer.name + "'s " + run_recipe + " operands",
-                             lm.activation.bytes.total() + lm.weight.bytes.total() + lm.gradient.bytes.total(),
-                             free_b, total_b);
-          if (!refusal.empty()) throw OutOfMemory(refusal);
+          refuse_unless_it_fits(layer.name + "'s " + run_recipe + " operands",
+                                lm.activation.bytes.total() + lm.weight.bytes.total() + lm.gradient.bytes.total());
           runner = make_layer_runner(run_recipe, s, sources, rs, stream);
           runner->prepare(stream);
           NIBBLE_CUDA_CHECK(cudaStreamSynchronize(stream));
