@@ -9,6 +9,20 @@ t0=$(date +%s)
 el() { echo "[$(( $(date +%s) - t0 )) s]"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv >"$R/gpu.txt" 2>&1
 
+# The C++/CUDA tree alone (16 jobs) and its GPU tests.
+gpu_build_and_tests() {
+  { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DNIBBLE_BENCH=ON &&
+    cmake --build build-gpu -j 16 -- -k 0; } >"$R/build.txt" 2>&1
+  echo "$(el) build rc=$?"; grep -E "error|FAILED" "$R/build.txt" | head -20
+  gpu_ctest
+}
+
+gpu_ctest() {
+  ctest --test-dir build-gpu -L gpu --output-on-failure --timeout 200 >"$R/gpu-tests.txt" 2>&1
+  echo "$(el) $(grep 'tests passed' "$R/gpu-tests.txt")"
+  grep -E "FAILED|Failure" "$R/gpu-tests.txt" | head -20
+}
+
 gpu_build_and_python_tests() {
   ( { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DNIBBLE_BENCH=ON &&
       cmake --build build-gpu -j "${BUILD_JOBS:-10}" -- -k 0; } >"$R/build.txt" 2>&1
@@ -18,9 +32,7 @@ gpu_build_and_python_tests() {
   echo "$(el) python: $(tail -1 "$R/python-gpu.txt")"
   wait $bpid
   echo "$(el) $(tail -1 "$R/build.txt")"
-  ctest --test-dir build-gpu -L gpu --output-on-failure --timeout 200 >"$R/gpu-tests.txt" 2>&1
-  echo "$(el) $(grep 'tests passed' "$R/gpu-tests.txt")"
-  grep -E "FAILED|Failure" "$R/gpu-tests.txt" | head -20
+  gpu_ctest
 }
 
 # One line per summary row of each bench JSON named (relative to $R).

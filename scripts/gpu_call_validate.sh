@@ -15,12 +15,7 @@ left() { echo $(( budget - ($(date +%s) - t0) )); }
 if [ "${PY:-0}" = 1 ]; then  # the Python extension and its GPU tests too, built beside the C++ tree
   gpu_build_and_python_tests
 else
-  { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DNIBBLE_BENCH=ON &&
-    cmake --build build-gpu -j 16 -- -k 0; } >"$R/build.txt" 2>&1
-  echo "$(el) build rc=$?"; grep -E "error|FAILED" "$R/build.txt" | head -20
-  ctest --test-dir build-gpu -L gpu --output-on-failure --timeout 200 >"$R/gpu-tests.txt" 2>&1
-  echo "$(el) $(grep 'tests passed' "$R/gpu-tests.txt")"
-  grep -E "FAILED|Failure" "$R/gpu-tests.txt" | head -20
+  gpu_build_and_tests
 fi
 b=build-gpu/bench/gpu_quant_fp4_bench
 timeout 100 $b --json "$R/fp4-default.json" >"$R/fp4-default.txt" 2>&1; echo "$(el) fp4 default rc=$?"
