@@ -17,6 +17,7 @@
 
 #include "nibble/cuda/check.hpp"
 #include "nibble/cuda/quantize_fp4.hpp"
+#include "nibble/cuda/quantize_nvfp4.hpp"
 #include "nibble/cuda/quartet.hpp"
 #include "nibble/cuda/quartet_fused.hpp"
 #include "nibble/cuda/reencode.hpp"
@@ -103,8 +104,9 @@ int main(int argc, char** argv) {
     uint16_t* copy_dst = device_alloc<uint16_t>(n);
     uint8_t* codes = device_alloc<uint8_t>(n / 2);
     uint8_t* codes2 = device_alloc<uint8_t>(n / 2);
-    uint8_t* scales = device_alloc<uint8_t>(n / 32);
-    uint8_t* scales2 = device_alloc<uint8_t>(n / 32);
+    uint8_t* scales = device_alloc<uint8_t>(n / 16);  // NVFP4's 1x16 scales; MXFP4 uses n / 32
+    uint8_t* scales2 = device_alloc<uint8_t>(n / 16);
+    float* globals = device_alloc<float>(2);
     uint8_t* mask = device_alloc<uint8_t>(n / 8);
     uint16_t* out16 = device_alloc<uint16_t>(n);
     uint8_t* e4m3 = device_alloc<uint8_t>(n);
@@ -192,11 +194,39 @@ int main(int argc, char** argv) {
     run("decode mxfp4->bf16", mxfp4_out + 2 * nb, [&](int) {
       return cuda::decode_mxfp4_bf16({codes, scales, nullptr}, s.rows, s.cols, out16, nullptr);
     });
+    // NVFP4: the amax pass and the encode pass each read x (4n bytes in), each copy writes its codes,
+    // UE4M3 scales (n/16 for 1x16, n/256 for 16x16) and one FP32 global scale; the engine's roles:
+    // X (1x16, RHT on the column-wise copy), dY (the same, stochastic rounding), W (16x16, no RHT).
+    cuda::Nvfp4Options nx;
+    cuda::Nvfp4Options ndy = nx;
+    ndy.rounding = quant::SrKey{true, 7, quant::kStreamNvfp4};
+    cuda::Nvfp4Options nw;
+    nw.block_rows = 16;
+    nw.colwise_rht = false;
+    const cuda::Nvfp4Planes nv_row{codes, scales, globals}, nv_col{codes2, scales2, globals + 1};
+    run("nvfp4 1x16 row+col (rht col)", 4 * nb + 2 * (nb / 2 + nb / 16), [&](int i) {
+      return cuda::quantize_nvfp4(x[i % kBuffers], cuda::Fp4DenseType::bf16, s.rows, s.cols, nx, nv_row, nv_col, nullptr);
+    });
+    run("nvfp4 1x16 row+col sr (rht col)", 4 * nb + 2 * (nb / 2 + nb / 16), [&](int i) {
+      return cuda::quantize_nvfp4(x[i % kBuffers], cuda::Fp4DenseType::bf16, s.rows, s.cols, ndy, nv_row, nv_col, nullptr);
+    });
+    run("nvfp4 1x16 rowwise only", 4 * nb + nb / 2 + nb / 16, [&](int i) {
+      return cuda::quantize_nvfp4(x[i % kBuffers], cuda::Fp4DenseType::bf16, s.rows, s.cols, nx, nv_row, {}, nullptr);
+    });
+    run("nvfp4 16x16 row+col", 4 * nb + 2 * (nb / 2 + nb / 256), [&](int i) {
+      return cuda::quantize_nvfp4(x[i % kBuffers], cuda::Fp4DenseType::bf16, s.rows, s.cols, nw, nv_row, nv_col, nullptr);
+    });
+    // Decode the 1x16 row-wise copy written last by the 1x16 rows above (rerun it first: the 16x16
+    // run overwrote the planes with 16x16 scales).
+    (void)cuda::quantize_nvfp4(x[0], cuda::Fp4DenseType::bf16, s.rows, s.cols, nx, nv_row, {}, nullptr);
+    run("decode nvfp4->bf16", nb / 2 + nb / 16 + 2 * nb, [&](int) {
+      return cuda::decode_nvfp4_bf16({codes, scales}, s.rows, s.cols, 1, out16, nullptr);
+    });
     for (int b = 0; b < kBuffers; ++b) cudaFree(x[b]);
     for (void* p : {static_cast<void*>(copy_dst), static_cast<void*>(codes), static_cast<void*>(codes2),
                     static_cast<void*>(scales), static_cast<void*>(scales2), static_cast<void*>(mask),
                     static_cast<void*>(out16), static_cast<void*>(e4m3), static_cast<void*>(row_scales),
-                    static_cast<void*>(violations)}) cudaFree(p);
+                    static_cast<void*>(violations), static_cast<void*>(globals)}) cudaFree(p);
   }
   if (!json_path.empty()) {
     std::ofstream f(json_path);

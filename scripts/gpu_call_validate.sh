@@ -4,7 +4,9 @@
 # entry, VAR=VALUE, for A/B), nibble bench on every recipe (step mode, JSON + HTML + CSV), then
 # compute-sanitizer over the GPU tests with what is left of the time budget (BUDGET_S, default 570).
 # PY=1 also builds the Python extension and runs its GPU tests; EXTRA=1 adds bench --mode all,
-# llama-3-8b and an out-of-memory shape.
+# llama-3-8b and an out-of-memory shape; STEP=1 (with PY=1) adds the PyTorch step benchmark of
+# codonfm-5b (GEMM speedups from this call's bench.json) and of llama-3-8b at 1 x 4096 tokens (GEMM
+# speedups from a measured `nibble bench` of that shape in this call), every recipe, JSON + HTML.
 # Everything lands in $OUT/run, packed into $OUT/run.tgz (the device tool returns at most 8 files).
 # Usage: KNOBS="NIBBLE_FUSED_FWD_PER=1" bash scripts/gpu_call_validate.sh
 set -uo pipefail
@@ -41,6 +43,21 @@ if [ "${EXTRA:-0}" = 1 ]; then
     --json "$R/bench-oom.json" >"$R/bench-oom.txt" 2>&1
   echo "$(el) bench oom rc=$? (0 expected)"; grep -m3 -i "memory" "$R/bench-oom.txt"
   gpu_bench_summary bench-all.json bench-llama-3-8b.json
+fi
+if [ "${STEP:-0}" = 1 ] && [ "${PY:-0}" = 1 ]; then
+  export PYTHONPATH=python NIBBLE_BUILD_DIR=${NIBBLE_PY_BUILD:-build-py-gpu}
+  all=bf16,fp8-delayed,fp8-current,fp8-block,mxfp8,nvfp4,mxfp4,quartet
+  timeout 100 python3 bench/step_bench.py --preset codonfm-5b --recipes $all --reps 5 --warmup 2 \
+    --bench-json "$R/bench.json" --json "$R/step-codonfm-5b.json" --html "$R/step-codonfm-5b.html" \
+    >"$R/step-codonfm-5b.txt" 2>&1
+  echo "$(el) step bench codonfm-5b rc=$?"; grep -E "speedup|step" "$R/step-codonfm-5b.txt" | tail -12
+  timeout 60 build-gpu/nibble bench --quiet --model llama-3-8b --mbs 1 --seq 4096 --json "$R/bench-llama-3-8b-4096.json" \
+    >"$R/bench-llama-3-8b-4096.txt" 2>&1
+  echo "$(el) bench llama-3-8b 1x4096 rc=$?"
+  timeout 80 python3 bench/step_bench.py --preset llama-3-8b --tokens 4096 --seq-len 4096 --recipes $all --reps 5 \
+    --warmup 2 --bench-json "$R/bench-llama-3-8b-4096.json" --json "$R/step-llama-3-8b.json" \
+    --html "$R/step-llama-3-8b.html" >"$R/step-llama-3-8b.txt" 2>&1
+  echo "$(el) step bench llama-3-8b rc=$?"; grep -E "speedup|step" "$R/step-llama-3-8b.txt" | tail -12
 fi
 l=$(left)
 if [ "$l" -gt 30 ]; then

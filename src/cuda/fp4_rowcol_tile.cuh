@@ -145,7 +145,7 @@ struct Mxfp4Loader {
 };
 
 template <class Groups, class Loader>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 4)
     kernel(Loader load, int64_t rows, int64_t cols, Groups groups, Mxfp4Planes rowwise, Mxfp4Planes colwise) {
   __shared__ __align__(16) float smem[kSmemFloats];
   __shared__ float lut[16];

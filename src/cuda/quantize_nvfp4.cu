@@ -10,6 +10,7 @@
 // order-independent amax of quant/amax.hpp); pass 2 re-reads x, rotates and encodes; a one-thread
 // kernel finally turns the amax bits into the FP32 global scales.
 #include "fp4_kernel_io.cuh"
+#include "quartet_fused_group_math.cuh"
 #include "nibble/cuda/e2m1_fast_math.hpp"
 #include "nibble/cuda/quantize_nvfp4.hpp"
 #include "nibble/quant/hadamard.hpp"
@@ -50,19 +51,45 @@ __device__ __forceinline__ float global_scale_of(const uint32_t* amax_bits) {
   return quant::nvfp4_global_decode_scale(quant::amax_from_bits(*amax_bits));
 }
 
-// 16 codes of one group, packed (low nibble = even element) into 8 bytes at `dst`.
+// 16 codes of one group, packed (low nibble = even element) into 8 bytes at `dst`: quant::
+// nvfp4_encode_element(v[j], block_code, s_global, key, first_index + j) for each j. Fast path (the
+// block's decode scale d = decode_ue4m3(block_code) * s_global in [kRecipDivMin, kRecipDivMax]):
+// one reciprocal per group and RN(v / d) by div_rn_by_recip (no division or MUFU per element),
+// nearest by the one-add encoder, stochastic by encode_e2m1_sr_fast with one Philox block per 4
+// elements (what sr_bits(key, first_index + j) returns: first_index is a multiple of 16); the sign
+// comes from v. Any other d (0, NaN, subnormal or huge) takes the reference expression per element.
+template <bool kSr>
 __device__ __forceinline__ void encode_group(const float* v, uint8_t block_code, float s_global, const quant::SrKey& key,
                                              uint64_t first_index, uint8_t* dst) {
   uint32_t w[2] = {0, 0};
-  // Nearest: quant::nvfp4_encode_element's arithmetic with the threshold encoder, proven equal to
-  // fmt::encode_e2m1 on all 2^32 inputs (e2m1_fast_math.hpp). Stochastic: the reference function.
   const float denom = fmt::decode_ue4m3(block_code) * s_global;
+  if (denom >= kRecipDivMin && denom <= kRecipDivMax) {
+    const float r = __frcp_rn(denom);
+    // |q0| >= 8 (or inf): |v / d| > 5, saturated to code 7 by both encoders (magnitude 8 -> 7).
+    auto magnitude = [&](float x) {
+      const float q0 = __fmul_rn(x, r);
+      return fabsf(q0) < 8.0f ? fabsf(div_rn_by_recip(x, denom, r)) : 8.0f;
+    };
+    auto sign = [&](float x) { return (fmt::float_bits(x) >> 28) & 0x8u; };
+    if constexpr (kSr) {
+      fp4::for_each_random_word<16>(key, first_index, [&](int j, uint32_t bits) {
+        w[j / 8] |= (sign(v[j]) | fp4::encode_e2m1_sr_fast(magnitude(v[j]), bits)) << (4 * (j % 8));
+      });
+    } else {
+      // RNE_E2M1 of a magnitude in [0, 6] by one float add (fp4::e2m1_magnitude_fadd); 8 -> 6 -> code 7.
 #pragma unroll
-  for (int j = 0; j < 16; ++j) {
-    const uint8_t c = key.enabled ? quant::nvfp4_encode_element(v[j], block_code, s_global, key, first_index + j)
-                      : denom == 0.0f ? uint8_t{0}
-                                      : encode_e2m1_fast(v[j] / denom);
-    w[j / 8] |= static_cast<uint32_t>(c & 0xF) << (4 * (j % 8));
+      for (int j = 0; j < 16; ++j) {
+        w[j / 8] |= (sign(v[j]) | fp4::e2m1_magnitude_fadd(fminf(magnitude(v[j]), 6.0f))) << (4 * (j % 8));
+      }
+    }
+  } else {
+    quant::SrKey k = key;
+    if constexpr (!kSr) k.enabled = false;  // the nearest kernel carries no generator
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const uint8_t c = quant::nvfp4_encode_element(v[j], block_code, s_global, k, first_index + j);
+      w[j / 8] |= static_cast<uint32_t>(c & 0xF) << (4 * (j % 8));
+    }
   }
   *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
 }
@@ -88,7 +115,7 @@ __device__ __forceinline__ void cta_max2(uint32_t& a, uint32_t& b) {
   }
 }
 
-template <class In, bool kEncode>
+template <class In, bool kEncode, bool kSr = false>
 __global__ void __launch_bounds__(kThreads) quantize_nvfp4_kernel(const In* __restrict__ x, Params p) {
   __shared__ float tile[kTile][kStride];
   __shared__ uint32_t row_block_amax[kGroups][kGroups], col_block_amax[kGroups][kGroups];  // 16x16 blocks
@@ -155,7 +182,7 @@ __global__ void __launch_bounds__(kThreads) quantize_nvfp4_kernel(const In* __re
       } else if (tr % 16 == 0) {
         p.row.scales[(row / 16) * gpr + rcol / 16] = sc;
       }
-      encode_group(v, sc, s, p.key, static_cast<uint64_t>(row * p.cols + rcol), p.row.codes + row * (p.cols / 2) + rcol / 2);
+      encode_group<kSr>(v, sc, s, p.key, static_cast<uint64_t>(row * p.cols + rcol), p.row.codes + row * (p.cols / 2) + rcol / 2);
     }
     if (col_in) {
       const float s = global_scale_of(p.col.amax_bits);
@@ -166,7 +193,7 @@ __global__ void __launch_bounds__(kThreads) quantize_nvfp4_kernel(const In* __re
       } else if (tc % 16 == 0) {
         p.col.scales[(col / 16) * gpr + crow / 16] = sc;
       }
-      encode_group(w, sc, s, p.key, static_cast<uint64_t>(col * p.rows + crow), p.col.codes + col * (p.rows / 2) + crow / 2);
+      encode_group<kSr>(w, sc, s, p.key, static_cast<uint64_t>(col * p.rows + crow), p.col.codes + col * (p.rows / 2) + crow / 2);
     }
   }
 }
@@ -175,6 +202,19 @@ __global__ void __launch_bounds__(kThreads) quantize_nvfp4_kernel(const In* __re
 __global__ void finalize_global_scales(uint32_t* row_bits, uint32_t* col_bits) {
   if (row_bits) *reinterpret_cast<float*>(row_bits) = quant::nvfp4_global_decode_scale(quant::amax_from_bits(*row_bits));
   if (col_bits) *reinterpret_cast<float*>(col_bits) = quant::nvfp4_global_decode_scale(quant::amax_from_bits(*col_bits));
+}
+
+// Pass 1 (amax) and pass 2 (encode; the stochastic kernel only when the key asks for it).
+template <class In>
+void launch_passes(const In* x, dim3 grid, const Params& p, cudaStream_t stream) {
+  quantize_nvfp4_kernel<In, false><<<grid, kThreads, 0, stream>>>(x, p);
+  NIBBLE_CHECK_LAUNCH();
+  if (p.key.enabled) {
+    quantize_nvfp4_kernel<In, true, true><<<grid, kThreads, 0, stream>>>(x, p);
+  } else {
+    quantize_nvfp4_kernel<In, true, false><<<grid, kThreads, 0, stream>>>(x, p);
+  }
+  NIBBLE_CHECK_LAUNCH();
 }
 
 void check_copy(const char* fn, const char* name, const Nvfp4Planes& c) {
@@ -225,17 +265,10 @@ const char* quantize_nvfp4(const void* x, Fp4DenseType type, int64_t rows, int64
     throw std::invalid_argument(std::string(fn) + ": rows = " + std::to_string(rows) + " needs more than 65535 row tiles; split the tensor");
   }
   if (type == Fp4DenseType::bf16) {
-    const auto* in = static_cast<const uint16_t*>(x);
-    quantize_nvfp4_kernel<uint16_t, false><<<grid, kThreads, 0, stream>>>(in, p);
-    NIBBLE_CHECK_LAUNCH();
-    quantize_nvfp4_kernel<uint16_t, true><<<grid, kThreads, 0, stream>>>(in, p);
+    launch_passes(static_cast<const uint16_t*>(x), grid, p, stream);
   } else {
-    const auto* in = static_cast<const float*>(x);
-    quantize_nvfp4_kernel<float, false><<<grid, kThreads, 0, stream>>>(in, p);
-    NIBBLE_CHECK_LAUNCH();
-    quantize_nvfp4_kernel<float, true><<<grid, kThreads, 0, stream>>>(in, p);
+    launch_passes(static_cast<const float*>(x), grid, p, stream);
   }
-  NIBBLE_CHECK_LAUNCH();
   finalize_global_scales<<<1, 1, 0, stream>>>(p.row.codes ? p.row.amax_bits : nullptr, p.col.codes ? p.col.amax_bits : nullptr);
   NIBBLE_CHECK_LAUNCH();
   return options.block_rows == 16 ? "cuda quantize_nvfp4 16x16, amax pass + 64x64 tile encode pass"

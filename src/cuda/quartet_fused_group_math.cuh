@@ -178,11 +178,13 @@ NIBBLE_HD uint4 pack_codes_signs(const uint32_t* mb, const uint32_t* sb) {
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-// 32 random words of elements first .. first+31 (first % 4 == 0), 4 per Philox block, calling f(i, r).
-template <class F>
+// kWords (a multiple of 4) random words of elements first .. first+kWords-1 (first % 4 == 0), 4 per
+// Philox block, calling f(i, r).
+template <int kWords = 32, class F>
 __device__ __forceinline__ void for_each_random_word(const quant::SrKey& key, uint64_t first, F&& f) {
+  static_assert(kWords % 4 == 0, "whole Philox blocks");
 #pragma unroll
-  for (int q = 0; q < 8; ++q) {
+  for (int q = 0; q < kWords / 4; ++q) {
     const uint64_t block = (first >> 2) + static_cast<uint64_t>(q);
     const fmt::Philox4 r = fmt::philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
                                               key.stream, 0x6e69626cu /* as fmt::random_bits */,

@@ -5,8 +5,10 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <random>
+#include <vector>
 
 #include "gpu_test_support.hpp"
 #include "nibble/cuda/check.hpp"
@@ -108,3 +110,54 @@ TEST(E2m1FastMath, GpuExhaustiveAllFloatBitPatterns) {
 }
 
 }  // namespace
+
+// cuda::div_rn_by_recip == v / d (bit for bit) wherever the NVFP4 quantizer uses it: d = every
+// positive UE4M3 block scale times global scales from 2^-40 to 2^40 (random mantissas, plus the
+// exact powers of two and all-ones mantissas), |v / d| < 8, v on and within 64 ulps of d times every
+// E2M1 rounding threshold and value, random quotients in [2^-40, 8), and every mantissa of v in the
+// binade of 2d. Runs on the CPU (no GPU needed), with the host's FMA.
+TEST(E2m1FastMath, CpuReciprocalDivisionIsCorrectlyRounded) {
+  std::mt19937_64 rng(std::random_device{}());
+  const float points[] = {0.25f, 0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f, 2.0f, 2.5f, 3.0f, 3.5f, 4.0f, 5.0f, 6.0f};
+  int64_t checked = 0, bad = 0;
+  auto check = [&](float v, float d, float r) {
+    if (!(std::fabs(v * r) < 8.0f)) return;
+    ++checked;
+    const float want = v / d, got = cuda::div_rn_by_recip(v, d, r);
+    if (fmt::float_bits(std::fabs(want)) != fmt::float_bits(std::fabs(got)) && bad++ < 5) {
+      ADD_FAILURE() << "v " << std::hexfloat << v << " / d " << d << ": got " << got << ", want " << want;
+    }
+  };
+  std::vector<float> globals;
+  for (int e = -40; e <= 40; e += 4) {
+    globals.push_back(fmt::pow2f(e));
+    globals.push_back(fmt::bits_float(fmt::float_bits(fmt::pow2f(e)) | 0x7fffffu));
+    globals.push_back(fmt::bits_float(fmt::float_bits(fmt::pow2f(e)) | static_cast<uint32_t>(rng() & 0x7fffffu)));
+  }
+  for (int code = 1; code < 0x7f; ++code) {
+    for (float s : globals) {
+      const float d = fmt::decode_ue4m3(static_cast<uint8_t>(code)) * s;
+      if (!(d >= cuda::kRecipDivMin && d <= cuda::kRecipDivMax)) continue;
+      const float r = 1.0f / d;
+      for (float p : points) {
+        const uint32_t c = fmt::float_bits(p * d);
+        for (uint32_t k = 0; k <= 64; ++k) {
+          check(fmt::bits_float(c + k), d, r);
+          check(-fmt::bits_float(c - k), d, r);
+        }
+      }
+      for (int i = 0; i < 64; ++i) {
+        const float q = fmt::pow2f(-40 + static_cast<int>(rng() % 43)) * (1.0f + static_cast<float>(rng() % 8388608) / 8388608.0f);
+        check(q * d, d, r);
+      }
+    }
+  }
+  // Every mantissa of v in [2d, 4d) for a few denominators (quotients in [2, 4): the E2M1 step 1).
+  for (float d : {0.7f * 1e-3f, 1.0f / 3.0f, 448.0f * 0x1p-30f, fmt::bits_float(0x3fffffffu)}) {
+    const float r = 1.0f / d;
+    const uint32_t lo = fmt::float_bits(2.0f * d), hi = fmt::float_bits(4.0f * d);
+    for (uint32_t b = lo; b < hi; b += 1) check(fmt::bits_float(b), d, r);
+  }
+  EXPECT_EQ(bad, 0) << "of " << checked << " quotients";
+  EXPECT_GT(checked, 30000000);
+}

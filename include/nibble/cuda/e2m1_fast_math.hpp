@@ -14,6 +14,7 @@
 // 0x7 without sign (E2M1 has no NaN; the block scale carries it), +-inf -> +-6, float subnormals and
 // +-0 -> +-0.
 #pragma once
+#include <cmath>
 #include <cstdint>
 
 #include "nibble/format/host_device.hpp"
@@ -32,6 +33,30 @@ NIBBLE_HD constexpr uint8_t encode_e2m1_fast(float x) {
                         + static_cast<uint32_t>(a >= 0x40600000u)   // 3.5  -> 4
                         + static_cast<uint32_t>(a > 0x40A00000u);   // 5    -> 6
   return static_cast<uint8_t>(((b >> 28) & 0x8u) | code);
+}
+
+// RN(v / d) without a division per element: with r = RN(1 / d) computed once for a block,
+// q0 = RN(v r), e = v - d q0 (exact: one FMA) and q = RN(q0 + e r) is the correctly rounded
+// quotient (Markstein's correction step). Used by the NVFP4 quantizer, whose element rule divides by
+// the block's decode scale d. Exact while nothing under- or overflows, which the callers ensure:
+// d in [kRecipDivMin, kRecipDivMax], and |q0| < 8 (a larger q0 means |v / d| > 5, where every E2M1
+// encoder saturates, and q0 may be inf). With d >= 2^-60, every quotient of 2^-40 or more has
+// |v| >= 2^-100, so e is exact; smaller quotients may be off by one ulp, which changes neither the
+// nearest E2M1 code (0) nor the stochastic one (its round-up threshold is 0 below 2^-33). Callers
+// take the plain division outside that range (d NaN, 0, tiny or huge) and the sign from v (a zero
+// v gives +0 here). Checked against v / d on the CPU (tests/cuda/test_e2m1_fast_math.cu: every
+// UE4M3 block scale times random global scales, quotients on and next to every E2M1 threshold, all
+// mantissas of v in a binade) and through the NVFP4 kernel tests on the GPU.
+inline constexpr float kRecipDivMin = 0x1p-60f;
+inline constexpr float kRecipDivMax = 0x1p100f;
+NIBBLE_HD float div_rn_by_recip(float v, float d, float r) {
+#ifdef __CUDA_ARCH__
+  const float q0 = __fmul_rn(v, r);
+  return __fmaf_rn(__fmaf_rn(-d, q0, v), r, q0);
+#else
+  const float q0 = v * r;
+  return std::fma(std::fma(-d, q0, v), r, q0);
+#endif
 }
 
 // Two codes packed as one byte, low nibble = the first (even-column) element, as the MXFP4 / NVFP4
