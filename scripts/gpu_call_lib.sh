@@ -28,7 +28,9 @@ gpu_build_and_python_tests() {
       cmake --build build-gpu -j "${BUILD_JOBS:-10}" -- -k 0; } >"$R/build.txt" 2>&1
     echo "build rc=$?" >>"$R/build.txt" ) &
   local bpid=$!
-  JOBS=${PY_JOBS:-6} DEADLINE=${PY_DEADLINE:-240} OUT=$R bash scripts/gpu_python_test.sh >"$R/python-gpu.txt" 2>&1
+  # PY_TESTS: pytest arguments (files, -k ...) instead of the whole suite.
+  # shellcheck disable=SC2086
+  JOBS=${PY_JOBS:-6} DEADLINE=${PY_DEADLINE:-240} OUT=$R bash scripts/gpu_python_test.sh ${PY_TESTS:-} >"$R/python-gpu.txt" 2>&1
   echo "$(el) python: $(tail -1 "$R/python-gpu.txt")"
   wait $bpid
   echo "$(el) $(tail -1 "$R/build.txt")"

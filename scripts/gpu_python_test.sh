@@ -5,7 +5,7 @@
 # test_cuda_fp8_backend.py for fp8-current / fp8-delayed / fp8-block), then a short smoke run of one
 # layer per kernel recipe (paths and ms per training step, cuda backend vs torch emulation). Hard limit:
 # DEADLINE seconds (default 175) for everything; each stage gets what is left.
-# Usage: bash scripts/gpu_python_test.sh [pytest args...]
+# Usage: bash scripts/gpu_python_test.sh [pytest args, replacing the default target tests/python...]
 # Env: PYTHON (default python3), NIBBLE_PY_BUILD (default build-py-gpu), JOBS (16), DEADLINE (175),
 #      OUT (if set, the logs are copied there: python-gpu-build.txt, python-gpu-tests.txt).
 # Prints: versions, build time, the pytest summary (failures in full), the smoke lines, and a last
@@ -57,11 +57,14 @@ export PYTHONPATH=python NIBBLE_BUILD_DIR="$build"
 '(CUDA runtime', getattr(e, 'cuda_runtime_version', None), ')'); sys.exit(torch.cuda.is_available() and not e.has_cuda)" \
   || finish "FAILED (nibble._C not importable, or built without CUDA on a GPU machine: nvcc not found?)" 1
 
+# Arguments (test files, -k EXPR, ...) replace the default target, the whole suite tests/python.
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=(tests/python)
 # The suite: pytest-timeout bounds each test; `timeout` bounds the whole run, leaving ~15 s for the smoke.
 tt=$(( $(left) - 15 ))
 [ "$tt" -lt 20 ] && finish "FAILED (no time left for the tests)" 1
 per_test=(); "$PY" -c "import pytest_timeout" 2>/dev/null && per_test=(--timeout 60)
-timeout -k 5 "$tt" "$PY" -m pytest -q -p no:cacheprovider -o addopts="" -rA ${per_test[@]+"${per_test[@]}"} tests/python "$@" \
+timeout -k 5 "$tt" "$PY" -m pytest -q -p no:cacheprovider -o addopts="" -rA ${per_test[@]+"${per_test[@]}"} "${targets[@]}" \
     >"$logdir/python-gpu-tests.txt" 2>&1
 trc=$?
 tests_log=$logdir/python-gpu-tests.txt
