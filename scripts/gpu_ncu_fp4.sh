@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Nsight Compute sections of the FP4 quantizers that miss their bandwidth targets (issue 4), run on
+# gpu_quant_fp4_bench (one launch of each kernel; --clock-control none leaves the clocks alone).
+# Usage (on the GPU machine, after a build in build-gpu): bash scripts/gpu_ncu_fp4.sh OUTDIR
+set -uo pipefail
+out=${1:?OUTDIR}
+mkdir -p "$out"
+b=build-gpu/bench/gpu_quant_fp4_bench
+sec="--section SpeedOfLight --section ComputeWorkloadAnalysis --section InstructionStats --section SchedulerStats
+     --section WarpStateStats --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats"
+prof() {  # name regex-of-mangled-kernel-name
+  # shellcheck disable=SC2086
+  timeout 120 ncu --clock-control none --kernel-name-base mangled -k "regex:$2" --launch-skip 2 --launch-count 1 \
+    $sec "$b" --iters 20 >"$out/ncu-$1.txt" 2>&1
+  echo "ncu $1 rc=$?"
+  grep -E "Duration|Executed Ipc A|Issue Slots Busy|No Eligible|DRAM Throughput|Registers Per|Achieved Occ|Executed Instructions  " \
+    "$out/ncu-$1.txt" | head -12
+}
+prof quartet-bwd-rowcol-rn 'QuartetGroupsILi32ELb0EEENS1_11DenseLoaderIt'
+prof quartet-bwd-from-mxfp4 'QuartetGroupsILi32ELb0EEENS1_11Mxfp4Loader'
+prof nvfp4-quantize 'quantize_nvfp4_kernel'
+prof mxfp4-rowcol 'MxGroupsILb0E'
