@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Nsight Compute sections of the FP4 quantizers that miss their bandwidth targets (issue 4), run on
 # gpu_quant_fp4_bench (one launch of each kernel; --clock-control none leaves the clocks alone).
-# Usage (on the GPU machine, after a build in build-gpu): bash scripts/gpu_ncu_fp4.sh OUTDIR
+# Usage (on the GPU machine, after a build in build-gpu): bash scripts/gpu_ncu_fp4.sh OUTDIR [NAME ...]
+# (NAMEs: the profiles below; default all).
 set -uo pipefail
 out=${1:?OUTDIR}
 mkdir -p "$out"
 b=build-gpu/bench/gpu_quant_fp4_bench
 sec="--section SpeedOfLight --section ComputeWorkloadAnalysis --section InstructionStats --section SchedulerStats
      --section WarpStateStats --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats"
+shift
+want=" ${*:-all} "
 prof() {  # name regex-of-mangled-kernel-name
+  [ "$want" = " all " ] || [[ "$want" == *" $1 "* ]] || return 0
   # shellcheck disable=SC2086
   timeout 120 ncu --clock-control none --kernel-name-base mangled -k "regex:$2" --launch-skip 2 --launch-count 1 \
     $sec "$b" --iters 20 >"$out/ncu-$1.txt" 2>&1
@@ -19,4 +23,5 @@ prof() {  # name regex-of-mangled-kernel-name
 prof quartet-bwd-rowcol-rn 'QuartetGroupsILi32ELb0EEENS1_11DenseLoaderIt'
 prof quartet-bwd-from-mxfp4 'QuartetGroupsILi32ELb0EEENS1_11Mxfp4Loader'
 prof nvfp4-quantize 'quantize_nvfp4_kernel'
+prof nvfp4-encode 'quantize_nvfp4_kernelItLb1ELb0E'
 prof mxfp4-rowcol 'MxGroupsILb0E'

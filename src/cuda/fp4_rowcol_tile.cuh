@@ -20,6 +20,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 
 #include "fp4_kernel_io.cuh"
 #include "nibble/cuda/quartet.hpp"
@@ -87,6 +88,7 @@ struct DenseLoader {
   const In* x;
   int64_t cols;
   static constexpr int kPer = 16 / sizeof(In);
+  static constexpr bool kFitsFiveCtas = sizeof(In) == 2;  // see launch()
   static constexpr int kChunksPerRow = kCols / kPer;
   static constexpr int kIters = kRows * kChunksPerRow / kThreads;
   struct Regs {
@@ -119,6 +121,7 @@ struct DenseLoader {
 // MXFP4 input (dequantized as quant::dequantize: decode_e2m1(code) * decode_e8m0(scale)): thread =
 // (row = warp * 8 + lane / 4, group = lane % 4), so 4 lanes load one row's 64 contiguous code bytes.
 struct Mxfp4Loader {
+  static constexpr bool kFitsFiveCtas = true;  // see launch()
   const uint8_t* codes;
   const uint8_t* scales;
   int64_t cols;
@@ -144,8 +147,8 @@ struct Mxfp4Loader {
   }
 };
 
-template <class Groups, class Loader>
-__global__ void __launch_bounds__(kThreads, 4)
+template <class Groups, class Loader, int kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
     kernel(Loader load, int64_t rows, int64_t cols, Groups groups, Mxfp4Planes rowwise, Mxfp4Planes colwise) {
   __shared__ __align__(16) float smem[kSmemFloats];
   __shared__ float lut[16];
@@ -189,6 +192,37 @@ __global__ void __launch_bounds__(kThreads, 4)
 
 inline dim3 grid(int64_t rows, int64_t cols) {
   return dim3(fp4::blocks_for(cols, kCols), fp4::blocks_for(rows, kRows));
+}
+
+// CTAs per SM the launch asks the compiler to fit (the register cap follows: 64 at 4, 48 at 5).
+// The tile is issue-bound (ncu on the H200, 2026-12-04: 78.7% issue-slot use, 47% achieved
+// occupancy at 4 CTAs), so more resident warps may hide more latency. At 48 registers the
+// nearest-rounding kernels with BF16 or MXFP4 input do not spill (ptxas -v); the stochastic ones
+// (Philox state) and the FP32-input ones would, so they stay at 4 (Loader::kFitsFiveCtas, Groups::
+// kStochastic). NIBBLE_ROWCOL_MIN_BLOCKS=4 runs the others at 4 too (the A/B knob for
+// bench/gpu_quant_fp4_bench).
+inline int min_blocks_knob() {
+  static const int n = [] {
+    const char* e = std::getenv("NIBBLE_ROWCOL_MIN_BLOCKS");
+    return e != nullptr && std::atoi(e) == 4 ? 4 : 5;
+  }();
+  return n;
+}
+
+// Launches the tile kernel for a group policy and a loader.
+template <class Groups, class Loader>
+void launch(const Loader& load, int64_t rows, int64_t cols, const Groups& groups, Mxfp4Planes rowwise,
+            Mxfp4Planes colwise, cudaStream_t stream) {
+  const dim3 g = grid(rows, cols);
+  if constexpr (!Groups::kStochastic && Loader::kFitsFiveCtas) {
+    if (min_blocks_knob() == 5) {
+      kernel<Groups, Loader, 5><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
+      NIBBLE_CHECK_LAUNCH();
+      return;
+    }
+  }
+  kernel<Groups, Loader, 4><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
+  NIBBLE_CHECK_LAUNCH();
 }
 
 }  // namespace nibble::cuda::rowcol

@@ -46,14 +46,15 @@ void launch_quantize(const In* x, int64_t groups, quant::MxScaleRule rule, const
 }
 
 // The MX rule as a rowcol::kernel group policy.
-template <bool kStochastic>
+template <bool kStochastic_>
 struct MxGroups {
+  static constexpr bool kStochastic = kStochastic_;
   quant::MxScaleRule rule;
   quant::SrKey key;
   __device__ __forceinline__ void apply(float* v, int64_t index0, uint8_t* __restrict__ codes,
                                         uint8_t* __restrict__ scales) const {
     uint4 packed;
-    const uint8_t s = fp4::mx_group_packed<kStochastic>(v, rule, key, static_cast<uint64_t>(index0), packed);
+    const uint8_t s = fp4::mx_group_packed<kStochastic_>(v, rule, key, static_cast<uint64_t>(index0), packed);
     reinterpret_cast<uint4*>(codes)[index0 / 32] = packed;
     scales[index0 / 32] = s;
   }
@@ -62,11 +63,10 @@ struct MxGroups {
 template <class Loader>
 void launch_rowcol(const Loader& load, int64_t rows, int64_t cols, quant::MxScaleRule rule, const quant::SrKey& sr,
                    Mxfp4Planes rowwise, Mxfp4Planes colwise, cudaStream_t stream) {
-  const dim3 grid = rowcol::grid(rows, cols);
   if (sr.enabled) {
-    rowcol::kernel<<<grid, rowcol::kThreads, 0, stream>>>(load, rows, cols, MxGroups<true>{rule, sr}, rowwise, colwise);
+    rowcol::launch(load, rows, cols, MxGroups<true>{rule, sr}, rowwise, colwise, stream);
   } else {
-    rowcol::kernel<<<grid, rowcol::kThreads, 0, stream>>>(load, rows, cols, MxGroups<false>{rule, sr}, rowwise, colwise);
+    rowcol::launch(load, rows, cols, MxGroups<false>{rule, sr}, rowwise, colwise, stream);
   }
 }
 

@@ -52,9 +52,7 @@ __global__ void __launch_bounds__(kThreads)
 template <int R, bool kSr, class Loader>
 void launch_tile_variant(const Loader& load, int64_t rows, int64_t cols, const SignBits& s, const quant::SrKey& key,
                          Mxfp4Planes rowwise, Mxfp4Planes colwise, cudaStream_t stream) {
-  rowcol::kernel<<<rowcol::grid(rows, cols), rowcol::kThreads, 0, stream>>>(
-      load, rows, cols, bwd::QuartetGroups<R, kSr>{s, key}, rowwise, colwise);
-  NIBBLE_CHECK_LAUNCH();
+  rowcol::launch(load, rows, cols, bwd::QuartetGroups<R, kSr>{s, key}, rowwise, colwise, stream);
 }
 
 template <int R, class Loader>

@@ -90,6 +90,7 @@ __device__ __forceinline__ void quantize_store_group(const float* v, const quant
 // (R <= 32, so a 32-group holds whole blocks), then the 3/4-prescaled absmax MXFP4 quantizer.
 template <int R, bool kSr>
 struct QuartetGroups {
+  static constexpr bool kStochastic = kSr;
   SignBits signs;
   quant::SrKey key;
   __device__ __forceinline__ void apply(float* v, int64_t index0, uint8_t* __restrict__ codes,
