@@ -195,16 +195,16 @@ inline dim3 grid(int64_t rows, int64_t cols) {
 }
 
 // CTAs per SM the launch asks the compiler to fit (the register cap follows: 64 at 4, 48 at 5).
-// The tile is issue-bound (ncu on the H200, 2026-12-04: 78.7% issue-slot use, 47% achieved
-// occupancy at 4 CTAs), so more resident warps may hide more latency. At 48 registers the
-// nearest-rounding kernels with BF16 or MXFP4 input do not spill (ptxas -v); the stochastic ones
-// (Philox state) and the FP32-input ones would, so they stay at 4 (Loader::kFitsFiveCtas, Groups::
-// kStochastic). NIBBLE_ROWCOL_MIN_BLOCKS=4 runs the others at 4 too (the A/B knob for
-// bench/gpu_quant_fp4_bench).
+// The tile is issue-bound (ncu on the H200, 2026-12-04: 79-80% issue-slot use at 4 and at 5 CTAs),
+// so more resident warps gain little: at 5 the Quartet backward tile ran 2.0-2.4% faster, the MXFP4
+// one 0.5-2% slower (docs/perf/2026-12-04-h200-session16.md). Groups::kNearestCtas is each policy's
+// choice for nearest rounding; 5 applies only where 48 registers do not spill (ptxas -v: BF16 and
+// MXFP4 input, Loader::kFitsFiveCtas); stochastic kernels (Philox state) always take 4.
+// NIBBLE_ROWCOL_MIN_BLOCKS=4 or 5 overrides the policies' choice (the A/B knob).
 inline int min_blocks_knob() {
   static const int n = [] {
     const char* e = std::getenv("NIBBLE_ROWCOL_MIN_BLOCKS");
-    return e != nullptr && std::atoi(e) == 4 ? 4 : 5;
+    return e == nullptr ? 0 : std::atoi(e);
   }();
   return n;
 }
@@ -215,7 +215,8 @@ void launch(const Loader& load, int64_t rows, int64_t cols, const Groups& groups
             Mxfp4Planes colwise, cudaStream_t stream) {
   const dim3 g = grid(rows, cols);
   if constexpr (!Groups::kStochastic && Loader::kFitsFiveCtas) {
-    if (min_blocks_knob() == 5) {
+    const int knob = min_blocks_knob();
+    if (knob == 5 || (knob != 4 && Groups::kNearestCtas == 5)) {
       kernel<Groups, Loader, 5><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
       NIBBLE_CHECK_LAUNCH();
       return;

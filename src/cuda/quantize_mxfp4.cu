@@ -49,6 +49,8 @@ void launch_quantize(const In* x, int64_t groups, quant::MxScaleRule rule, const
 template <bool kStochastic_>
 struct MxGroups {
   static constexpr bool kStochastic = kStochastic_;
+  static constexpr int kNearestCtas = 4;  // rowcol::launch: 5 measured 0.5-2% slower on the H200
+  static_assert(kNearestCtas == 4 || kNearestCtas == 5, "rowcol::launch instantiates 4 and 5 CTAs per SM");
   quant::MxScaleRule rule;
   quant::SrKey key;
   __device__ __forceinline__ void apply(float* v, int64_t index0, uint8_t* __restrict__ codes,
