@@ -22,8 +22,10 @@ GEMMs: gemm_cuda on the recipe's own FP8 data (path "native"), accumulation as i
 Inputs: the FP8 kernels read BF16, so FP32 tensors are rounded to BF16 first (one cast each, named in
 last_path). On BF16 values every quantized operand equals the reference backend's bit for bit, and the
 results differ from it only by the GEMMs' accumulation (and the BF16 outputs of BF16 inputs).
-Host syncs: none for fp8-current and fp8-block; fp8-delayed reads amax_filled (empty history or not)
-once per forward and once per backward. Streams and allocation as in nibble.quartet_cuda.
+Host syncs: none for fp8-current and fp8-block. fp8-delayed needs to know whether a role's history is
+empty (the one-shot rule) and reads amax_filled back only until each role has recorded once: the layer
+remembers non-empty histories (_history_nonempty), and load_state_dict forgets them. Streams and
+allocation as in nibble.quartet_cuda.
 """
 import torch
 
@@ -118,15 +120,34 @@ def _delayed(ext, layer, x, role, fmt, row, col, scale, scale_inv, filled, strea
                                                      format=fmt, stream=stream))
         hist[-1:].nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)  # a non-finite amax takes its slot as 0
         layer.amax_filled[idx:idx + 1].add_(1).clamp_(max=window)
+        layer._delayed_nonempty[idx] = True
     else:
         how += "; eval: not recorded"
         kernels.append(ext.cast_transpose_fp8_cuda(x, scale, row, col, None, format=fmt, stream=stream))
     return f"fp8-delayed {fmt} ({how}): " + " + ".join(kernels)
 
 
+def _read_filled(layer):
+    """amax_filled on the host (a device-to-host copy: a host sync when the buffers live on a GPU)."""
+    return layer.amax_filled.tolist()
+
+
+def _history_nonempty(layer, roles):
+    """fp8-delayed: whether the amax history of each role holds at least one amax. A history only grows
+    (recording, DDP's MAX all-reduce) until load_state_dict replaces it, which clears what the layer
+    remembers (Linear._load_from_state_dict); so once a role is known non-empty nothing is read back, and
+    after the first step the fp8-delayed passes make no host sync. Editing amax_filled by hand to 0 needs
+    layer.forget_history_state() afterwards."""
+    known = layer._delayed_nonempty
+    if not all(known[ROLE_INDEX[r]] for r in roles):
+        for i, n in enumerate(_read_filled(layer)):
+            known[i] = known[i] or n > 0
+    return [known[ROLE_INDEX[r]] for r in roles]
+
+
 def quantize(ext, layer, x, role, rowwise, colwise, filled, stream):
     """x [rows, cols] (BF16, on the device) under the layer's recipe for `role` -> (Operand with the copies
-    asked for, kernel path). `filled`: fp8-delayed's amax_filled entry of this role."""
+    asked for, kernel path). `filled`: fp8-delayed: whether this role's amax history is non-empty."""
     (rows, cols), dev = x.shape, x.device
     row = torch.empty(rows, cols, dtype=torch.uint8, device=dev) if rowwise else None
     col = torch.empty(cols, rows, dtype=torch.uint8, device=dev) if colwise else None
@@ -161,7 +182,7 @@ def forward(ext, layer, x, w, need_xt, need_wt, stream):
     else FP32. Only the column-wise copies stay in the operands."""
     notes = []
     xb, wb = _bf16(x, "X", notes), _bf16(w, "W", notes)
-    filled = layer.amax_filled.tolist() if layer.recipe == "fp8-delayed" else (0, 0, 0)
+    filled = _history_nonempty(layer, ("x", "w")) if layer.recipe == "fp8-delayed" else (False, False)
     xq, kx = quantize(ext, layer, xb, "x", True, need_xt, filled[0], stream)
     wq, kw = quantize(ext, layer, wb, "w", True, need_wt, filled[1], stream)
     y = torch.empty(x.shape[0], w.shape[0], dtype=_out_dtype(x.dtype), device=x.device)
@@ -176,7 +197,7 @@ def backward(ext, layer, dy, xq, wq, need_dx, need_dw, dx_dtype, dw_dtype, strea
     notes = []
     dyb = _bf16(dy, "dY", notes)
     (t, o), i = dy.shape, (xq.col if xq.col is not None else wq.col).shape[0]
-    filled = int(layer.amax_filled[ROLE_INDEX["dy"]]) if layer.recipe == "fp8-delayed" else 0
+    filled = _history_nonempty(layer, ("dy",))[0] if layer.recipe == "fp8-delayed" else False
     dyq, kernel = quantize(ext, layer, dyb, "dy", need_dx, need_dw, filled, stream)
     dx = dw = None
     paths = [f"dY {kernel}"]

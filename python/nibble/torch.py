@@ -159,6 +159,16 @@ class Linear(nn.Module):
         self.layer_name = ""  # set by convert(); used in error messages
         self.last_path = self.last_backward_path = None
         self._ext = None
+        self.forget_history_state()
+
+    def forget_history_state(self):
+        """Forget which fp8-delayed amax histories are known non-empty (nibble.fp8_cuda reads amax_filled
+        back again at the next pass). load_state_dict calls it; call it after editing amax_filled by hand."""
+        self._delayed_nonempty = [False, False, False]
+
+    def _load_from_state_dict(self, *args, **kwargs):
+        super()._load_from_state_dict(*args, **kwargs)
+        self.forget_history_state()
 
     @property
     def seed(self):

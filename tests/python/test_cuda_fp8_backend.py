@@ -222,12 +222,41 @@ def test_fp8_delayed_history_matches_reference_and_round_trips(rng, ext, fake):
     for a in outs[1:]:
         assert all(rel(p, q) < 1e-6 for p, q in zip(a, outs[0]))
     assert torch.equal(cu.amax_history, ref2.amax_history) and torch.equal(cu2.amax_history, ref2.amax_history)
-    # A fresh layer (empty history) quantizes this small x differently: the state mattered.
+    # A fresh layer (empty history) quantizes this small x differently: the state mattered. Equal states
+    # agree to < 1e-6 above; different scales move y by FP8 rounding differences, ~1e-3 and down to
+    # 6e-4 (NIBBLE_TEST_SEED=106, which failed the earlier bound of 1e-3), so the bound is 1e-5.
     fresh, _ = pair("fp8-delayed", window=3, margin=1)
     fresh.load_state_dict({k: v for k, v in cu.state_dict().items() if k in ("weight", "bias")}, strict=False)
     with torch.no_grad():
-        assert rel(fresh(x), outs[0][0]) > 1e-3
+        assert rel(fresh(x), outs[0][0]) > 1e-5
     assert "(one-shot: history = own amax)" in fresh.last_path
+
+
+def test_fp8_delayed_reads_amax_filled_back_only_until_each_history_is_known(rng, ext, fake, monkeypatch):
+    # The host sync of reading amax_filled happens until every role has recorded once; load_state_dict
+    # (which may bring empty histories) makes the layer read it again, and the one-shot rule applies.
+    from nibble import fp8_cuda
+    reads = []
+    real = fp8_cuda._read_filled
+    monkeypatch.setattr(fp8_cuda, "_read_filled", lambda layer: reads.append(layer) or real(layer))
+    cu, ref = pair("fp8-delayed", window=3, margin=1)
+    gy = bf16_valued(randn(rng, T, O))
+    for s in (1.0, 4.0, 0.5):
+        x = bf16_valued(randn(rng, T, I, scale=s))
+        for a, b in zip(run(cu, x, gy), run(ref, x, gy)):
+            assert rel(a, b) < 1e-6, s
+    assert len(reads) == 2, "one read in the first forward (x, w), one in the first backward (dy)"
+    assert "(history)" in cu.last_path and "(history)" in cu.last_backward_path
+    assert torch.equal(cu.amax_history, ref.amax_history) and torch.equal(cu.amax_filled, ref.amax_filled)
+    empty = dict(cu.state_dict(), amax_history=torch.zeros_like(cu.amax_history),
+                 amax_filled=torch.zeros_like(cu.amax_filled))
+    cu.load_state_dict(empty)
+    ref.load_state_dict(empty)
+    x = bf16_valued(randn(rng, T, I, scale=0.1))
+    for a, b in zip(run(cu, x, gy), run(ref, x, gy)):
+        assert rel(a, b) < 1e-6
+    assert "(one-shot: history = own amax)" in cu.last_path and len(reads) == 4
+    assert torch.equal(cu.amax_history, ref.amax_history)
 
 
 def test_non_finite_amax_takes_its_slot_as_zero(rng, ext, fake):
