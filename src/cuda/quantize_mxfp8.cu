@@ -1,8 +1,6 @@
 // mxfp8: E4M3 elements with one E8M0 scale per 32 elements, row-wise (1x32) and column-wise (32x1,
 // i.e. 1x32 along the transposed tensor) copies from one read of the input. OCP and round-up scale
 // rules are quant::mx_scale_code's.
-#include <cstdlib>
-
 #include "fp8_preconditions.hpp"
 #include "fp8_tile_128x128.cuh"
 #include "nibble/cuda/check.hpp"
@@ -27,24 +25,12 @@ struct MxScales {
   quant::MxScaleRule rule;
 };
 
-// CTAs per SM asked of the compiler (the register cap follows): nearest 4 (64 registers, what ptxas
-// chose without a minimum), stochastic 3 (80). NIBBLE_MXFP8_MIN_BLOCKS=5 runs the nearest kernel at 5
-// (48 registers; ptxas: 20 bytes of spill) for an occupancy A/B on the H200 (the kernel sits at
-// 0.79-0.82 of copy, the FP8 cast+transpose on the same tile at 0.87-0.89).
-int nearest_min_blocks() {
-  static const int n = [] {
-    const char* e = std::getenv("NIBBLE_MXFP8_MIN_BLOCKS");
-    return e != nullptr && std::atoi(e) == 5 ? 5 : 4;
-  }();
-  return n;
-}
-
 __device__ __forceinline__ uint8_t mx_code(uint32_t amax_bits, quant::MxScaleRule rule) {
   return quant::mx_scale_code(quant::amax_from_bits(amax_bits), rule, kF);
 }
 
-template <bool kSr, int kMinBlocks>
-__global__ void __launch_bounds__(tile::kThreads, kMinBlocks)
+template <bool kSr>
+__global__ void __launch_bounds__(tile::kThreads)
     quantize_mxfp8_kernel(const uint16_t* __restrict__ x, int64_t rows, int64_t cols, Fp8Copies out, MxScales sc,
                           quant::SrKey sr) {
   __shared__ tile::Smem s;
@@ -134,11 +120,9 @@ const char* quantize_mxfp8(const uint16_t* x, int64_t rows, int64_t cols, quant:
   }
   const MxScales sc{scales_rowwise, scales_colwise, layout, rule};
   if (sr.enabled) {
-    quantize_mxfp8_kernel<true, 3><<<grid, tile::kThreads, 0, stream>>>(x, rows, cols, out, sc, sr);
-  } else if (nearest_min_blocks() == 5) {
-    quantize_mxfp8_kernel<false, 5><<<grid, tile::kThreads, 0, stream>>>(x, rows, cols, out, sc, sr);
+    quantize_mxfp8_kernel<true><<<grid, tile::kThreads, 0, stream>>>(x, rows, cols, out, sc, sr);
   } else {
-    quantize_mxfp8_kernel<false, 4><<<grid, tile::kThreads, 0, stream>>>(x, rows, cols, out, sc, sr);
+    quantize_mxfp8_kernel<false><<<grid, tile::kThreads, 0, stream>>>(x, rows, cols, out, sc, sr);
   }
   NIBBLE_CHECK_LAUNCH();
   return rule == quant::MxScaleRule::ocp ? "mxfp8 OCP scale rule (row-wise + column-wise, one pass)"
