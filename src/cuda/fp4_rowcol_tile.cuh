@@ -3,7 +3,7 @@
 // shared memory (as float) and writes the row-wise and the column-wise MXFP4 copies with every warp
 // store covering whole 32-byte sectors. What happens to each 32-group (rotation, scale rule,
 // rounding) is the `Groups` policy: apply(v, index0, codes, scales) quantizes the 32 values v of
-// output element index0 and stores them. The Quartet backward's earlier 32 x 256 tile (removed) gave each
+// output element index0 (uint64_t, a multiple of 32) and stores them. The Quartet backward's earlier 32 x 256 tile (removed) gave each
 // lane of a store a different output row, so every 16-byte code store and every scale byte is its
 // own L2 sector: ncu on the H200 found that kernel L2-bound (72.6% L2 vs 25% DRAM throughput). Here:
 //  - row-wise: lane (row = lane / 4, group = lane % 4): 4 lanes write one row's 64 contiguous code
@@ -72,9 +72,16 @@ constexpr int kStride = kCols + 16;
 constexpr int kHalfShift = 16;
 constexpr int kSmemFloats = kRows * kStride + kHalfShift;
 
-__device__ __forceinline__ int at(int r, int c) {
-  return r * kStride + (r >> 5) * kHalfShift + (c & ~31) + ((((c >> 2) & 7) ^ ((c >> 5) & 3)) << 2) + (c & 3);
+__device__ __forceinline__ int row_part(int r) { return r * kStride + (r >> 5) * kHalfShift; }
+__device__ __forceinline__ int col_part(int c) {
+  return (c & ~31) + ((((c >> 2) & 7) ^ ((c >> 5) & 3)) << 2) + (c & 3);
 }
+__device__ __forceinline__ int at(int r, int c) { return row_part(r) + col_part(c); }
+// Offset of the float4 at column j (j = 0, 4, ..., 28) of 32-group `grp` from row_part(r) + 32 grp:
+// col_part(32 grp + j) - 32 grp = j ^ 4 grp, written as a run-time part (j & 12) ^ g4 (g4 = 4 grp), of
+// which there are four, plus a constant (j & 16): the compiler keeps four base registers and folds
+// the rest into the loads' immediate offsets (the XOR of the whole index cost ~3 integer ops a load).
+__device__ __forceinline__ int group_chunk(int j, int g4) { return (j & 16) + ((j & 12) ^ g4); }
 
 struct Extent {
   int rows;  // 32 or 64 valid rows (rows % 32 == 0)
@@ -90,30 +97,57 @@ struct DenseLoader {
   static constexpr int kPer = 16 / sizeof(In);
   static constexpr bool kFitsFiveCtas = sizeof(In) == 2;  // see launch()
   static constexpr int kChunksPerRow = kCols / kPer;
-  static constexpr int kIters = kRows * kChunksPerRow / kThreads;
+  static constexpr int kRowsPerPass = kThreads / kChunksPerRow;  // 16 (BF16) or 8 (FP32)
+  static constexpr int kIters = kRows / kRowsPerPass;
+  static_assert(kThreads % kChunksPerRow == 0 && 32 % kRowsPerPass == 0, "passes of whole rows inside 32-row halves");
   struct Regs {
     uint4 raw[kIters];
   };
+  // Thread t loads chunk t % kChunksPerRow of rows t / kChunksPerRow + i kRowsPerPass (unsigned
+  // arithmetic on threadIdx: shifts, no signed-division fix-ups).
+  __device__ static int first_row() { return static_cast<int>(threadIdx.x / kChunksPerRow); }
+  __device__ static int chunk() { return static_cast<int>(threadIdx.x % kChunksPerRow); }
   __device__ void fetch(Regs& g, int64_t row0, int64_t col0, Extent e) const {
+    const int r0 = first_row(), ch = chunk();
+    if (ch * kPer >= e.cols) return;
+    const In* p = x + (row0 + r0) * cols + col0 + ch * kPer;
+    const int64_t pass_stride = kRowsPerPass * cols;
+    if (e.rows == kRows) {  // every pass in the tensor: no per-pass test, one pointer walk
+#pragma unroll
+      for (int i = 0; i < kIters; ++i) g.raw[i] = __ldg(reinterpret_cast<const uint4*>(p + i * pass_stride));
+      return;
+    }
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
-      const int q = threadIdx.x + i * kThreads, r = q / kChunksPerRow, ch = q % kChunksPerRow;
-      if (r < e.rows && ch * kPer < e.cols) {
-        g.raw[i] = __ldg(reinterpret_cast<const uint4*>(x + (row0 + r) * cols + col0 + ch * kPer));
-      }
+      if (r0 + i * kRowsPerPass < e.rows) g.raw[i] = __ldg(reinterpret_cast<const uint4*>(p + i * pass_stride));
     }
   }
   __device__ void park(float* smem, const float*, const Regs& g, Extent e) const {
+    const int r0 = first_row(), ch = chunk();
+    if (ch * kPer >= e.cols) return;
+    // r0 < kRowsPerPass, which divides 32, so row r0 + i kRowsPerPass lies in the same 32-row half as
+    // row i kRowsPerPass: row_part splits into row_part(r0) and a constant per pass.
+    float* base = smem + row_part(r0);
+    int cp[kPer / 4];
 #pragma unroll
-    for (int i = 0; i < kIters; ++i) {
-      const int q = threadIdx.x + i * kThreads, r = q / kChunksPerRow, ch = q % kChunksPerRow;
-      if (r >= e.rows || ch * kPer >= e.cols) continue;
+    for (int k = 0; k < kPer; k += 4) cp[k / 4] = col_part(ch * kPer + k);
+    auto put = [&](int i) {
       float v[kPer];
       unpack_chunk<In>(g.raw[i], v);
 #pragma unroll
       for (int k = 0; k < kPer; k += 4) {
-        *reinterpret_cast<float4*>(smem + at(r, ch * kPer + k)) = make_float4(v[k], v[k + 1], v[k + 2], v[k + 3]);
+        *reinterpret_cast<float4*>(base + cp[k / 4] + row_part(i * kRowsPerPass)) =
+            make_float4(v[k], v[k + 1], v[k + 2], v[k + 3]);
       }
+    };
+    if (e.rows == kRows) {
+#pragma unroll
+      for (int i = 0; i < kIters; ++i) put(i);
+      return;
+    }
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      if (r0 + i * kRowsPerPass < e.rows) put(i);
     }
   }
 };
@@ -129,8 +163,8 @@ struct Mxfp4Loader {
     uint4 packed;
     uint32_t scale;
   };
-  __device__ static int row() { return (threadIdx.x / 32) * 8 + (threadIdx.x % 32) / 4; }
-  __device__ static int group() { return threadIdx.x % 4; }
+  __device__ static int row() { return static_cast<int>((threadIdx.x / 32) * 8 + (threadIdx.x % 32) / 4); }
+  __device__ static int group() { return static_cast<int>(threadIdx.x % 4); }
   __device__ void fetch(Regs& g, int64_t row0, int64_t col0, Extent e) const {
     const int r = row(), grp = group();
     if (r >= e.rows || grp * 32 >= e.cols) return;
@@ -141,8 +175,9 @@ struct Mxfp4Loader {
   __device__ void park(float* smem, const float* lut, const Regs& g, Extent e) const {
     const int r = row(), grp = group();
     if (r >= e.rows || grp * 32 >= e.cols) return;
+    float* base = smem + row_part(r) + 32 * grp;
     decode_mxfp4_group(lut, g.packed, g.scale, [&](int j, float4 f) {
-      *reinterpret_cast<float4*>(smem + at(r, grp * 32 + j)) = f;
+      *reinterpret_cast<float4*>(base + group_chunk(j, 4 * grp)) = f;
     });
   }
 };
@@ -162,20 +197,21 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   __syncthreads();
   load.park(smem, lut, g, e);
   __syncthreads();
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
   float v[32];
   if (rowwise.codes != nullptr) {
     const int r = warp * 8 + lane / 4, grp = lane % 4;
     if (r < e.rows && grp * 32 < e.cols) {
+      const float* base = smem + row_part(r) + 32 * grp;
 #pragma unroll
       for (int j = 0; j < 32; j += 4) {
-        const float4 f = *reinterpret_cast<const float4*>(smem + at(r, grp * 32 + j));
+        const float4 f = *reinterpret_cast<const float4*>(base + group_chunk(j, 4 * grp));
         v[j] = f.x;
         v[j + 1] = f.y;
         v[j + 2] = f.z;
         v[j + 3] = f.w;
       }
-      groups.apply(v, (row0 + r) * cols + col0 + grp * 32, rowwise.codes, rowwise.scales);
+      groups.apply(v, static_cast<uint64_t>((row0 + r) * cols + col0 + grp * 32), rowwise.codes, rowwise.scales);
     }
   }
   if (colwise.codes != nullptr) {
@@ -185,7 +221,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
       const float* col = smem + at(h * 32, c);  // rows h*32 + i lie kStride floats apart
 #pragma unroll
       for (int i = 0; i < 32; ++i) v[i] = col[i * kStride];
-      groups.apply(v, (col0 + c) * rows + row0 + h * 32, colwise.codes, colwise.scales);
+      groups.apply(v, static_cast<uint64_t>((col0 + c) * rows + row0 + h * 32), colwise.codes, colwise.scales);
     }
   }
 }

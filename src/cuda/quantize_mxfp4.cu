@@ -53,10 +53,10 @@ struct MxGroups {
   static_assert(kNearestCtas == 4 || kNearestCtas == 5, "rowcol::launch instantiates 4 and 5 CTAs per SM");
   quant::MxScaleRule rule;
   quant::SrKey key;
-  __device__ __forceinline__ void apply(float* v, int64_t index0, uint8_t* __restrict__ codes,
+  __device__ __forceinline__ void apply(float* v, uint64_t index0, uint8_t* __restrict__ codes,
                                         uint8_t* __restrict__ scales) const {
     uint4 packed;
-    const uint8_t s = fp4::mx_group_packed<kStochastic_>(v, rule, key, static_cast<uint64_t>(index0), packed);
+    const uint8_t s = fp4::mx_group_packed<kStochastic_>(v, rule, key, index0, packed);
     reinterpret_cast<uint4*>(codes)[index0 / 32] = packed;
     scales[index0 / 32] = s;
   }

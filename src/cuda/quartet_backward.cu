@@ -46,7 +46,7 @@ __global__ void __launch_bounds__(kThreads)
   fp4::load_dense<N>(x + base, v);
   rotate_signed<R, N>(v, signs);
 #pragma unroll
-  for (int g = 0; g < N / 32; ++g) quantize_store_group<kSr>(v + 32 * g, key, base + 32 * g, codes, scales);
+  for (int g = 0; g < N / 32; ++g) quantize_store_group<kSr>(v + 32 * g, key, static_cast<uint64_t>(base + 32 * g), codes, scales);
 }
 
 template <int R, bool kSr, class Loader>
