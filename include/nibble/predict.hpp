@@ -83,7 +83,11 @@ struct Calibration {
   std::vector<std::string> notes;            // e.g. families borrowed from another
 };
 
-// data/calibration/h200-spec-reference.json, fitted.
+// The measured `nibble bench --json` result the default calibration is fitted on, in data/calibration/
+// (docs/perf/2026-12-04-h200/session16/run3/bench.json: codonfm-5b, every recipe, pre-quantized + step).
+inline constexpr const char* kMeasuredCalibrationFile = "h200-nibble-bench-2026-12-04.json";
+
+// kMeasuredCalibrationFile when present, else data/calibration/h200-spec-reference.json, fitted.
 Calibration default_calibration();
 Calibration load_calibration(const std::string& path);  // fitted against its own GPU
 // Least-squares (relative error) fit of one efficiency per family present in the observations;

@@ -157,7 +157,7 @@ Calibration load_calibration(const std::string& path) {
 // otherwise the SPEC section 8 reference numbers.
 Calibration default_calibration() {
   static const Calibration c = [] {
-    const auto measured = workload::data_dir() / "calibration" / "h200-nibble-bench-2026-12-03.json";
+    const auto measured = workload::data_dir() / "calibration" / kMeasuredCalibrationFile;
     if (std::ifstream(measured).good()) {
       const bench::BenchResult r = bench::read_result_file(measured.string());
       return calibration_from_result(r, find_gpu(load_gpu_database(), r.gpu.name));

@@ -36,7 +36,7 @@ TEST(PredictBench, H200MatchesSpecReferenceWithinTenPercent) {
 // against the nibble bench run the default calibration is fitted on (data/calibration/).
 TEST(PredictBench, H200WithinTenPercentOfOurMeasurementEveryRecipe) {
   const auto measured = bench::read_result_file(
-      (workload::data_dir() / "calibration" / "h200-nibble-bench-2026-12-03.json").string());
+      (workload::data_dir() / "calibration" / predict::kMeasuredCalibrationFile).string());
   ASSERT_FALSE(measured.predicted);
   const auto w = codonfm();
   const auto r = predict_bench(w, known_recipes(), {Mode::pre_quantized, Mode::step}, "H200 SXM");
