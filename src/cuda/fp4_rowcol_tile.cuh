@@ -3,9 +3,10 @@
 // shared memory (as float) and writes the row-wise and the column-wise MXFP4 copies with every warp
 // store covering whole 32-byte sectors. What happens to each 32-group (rotation, scale rule,
 // rounding) is the `Groups` policy: apply(v, index0, codes, scales) quantizes the 32 values v of
-// output element index0 (uint64_t, a multiple of 32) and stores them. The Quartet backward's earlier 32 x 256 tile (removed) gave each
-// lane of a store a different output row, so every 16-byte code store and every scale byte is its
-// own L2 sector: ncu on the H200 found that kernel L2-bound (72.6% L2 vs 25% DRAM throughput). Here:
+// output element index0 (uint64_t, a multiple of 32) and stores them. The Quartet backward's earlier
+// 32 x 256 tile (removed) gave each lane of a store a different output row, so every 16-byte code
+// store and every scale byte is its own L2 sector: ncu on the H200 found that kernel L2-bound
+// (72.6% L2 vs 25% DRAM throughput). Here:
 //  - row-wise: lane (row = lane / 4, group = lane % 4): 4 lanes write one row's 64 contiguous code
 //    bytes (two full sectors) and its 4 scale bytes;
 //  - column-wise: lane (column = lane / 2, 32-row half = lane % 2): 2 lanes write one transposed
