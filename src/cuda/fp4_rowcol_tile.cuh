@@ -73,16 +73,38 @@ constexpr int kStride = kCols + 16;
 constexpr int kHalfShift = 16;
 constexpr int kSmemFloats = kRows * kStride + kHalfShift;
 
-__device__ __forceinline__ int row_part(int r) { return r * kStride + (r >> 5) * kHalfShift; }
-__device__ __forceinline__ int col_part(int c) {
+__host__ __device__ constexpr int row_part(int r) { return r * kStride + (r >> 5) * kHalfShift; }
+__host__ __device__ constexpr int col_part(int c) {
   return (c & ~31) + ((((c >> 2) & 7) ^ ((c >> 5) & 3)) << 2) + (c & 3);
 }
-__device__ __forceinline__ int at(int r, int c) { return row_part(r) + col_part(c); }
+__host__ __device__ constexpr int at(int r, int c) { return row_part(r) + col_part(c); }
 // Offset of the float4 at column j (j = 0, 4, ..., 28) of 32-group `grp` from row_part(r) + 32 grp:
 // col_part(32 grp + j) - 32 grp = j ^ 4 grp, written as a run-time part (j & 12) ^ g4 (g4 = 4 grp), of
 // which there are four, plus a constant (j & 16): the compiler keeps four base registers and folds
 // the rest into the loads' immediate offsets (the XOR of the whole index cost ~3 integer ops a load).
-__device__ __forceinline__ int group_chunk(int j, int g4) { return (j & 16) + ((j & 12) ^ g4); }
+__host__ __device__ constexpr int group_chunk(int j, int g4) { return (j & 16) + ((j & 12) ^ g4); }
+
+// The two shortcuts the loaders and the row reads take, checked over their whole domain at compile time:
+// group_chunk is col_part relative to the group, and a pass of R rows (R divides 32) starting at r0 < R
+// stays in the 32-row half of its first row, so row_part splits into row_part(r0) + row_part(i R).
+constexpr bool group_chunk_is_col_part() {
+  for (int g = 0; g < 4; ++g) {
+    for (int j = 0; j < 32; j += 4) {
+      if (group_chunk(j, 4 * g) != col_part(32 * g + j) - 32 * g) return false;
+    }
+  }
+  return true;
+}
+constexpr bool row_part_splits(int rows_per_pass) {
+  for (int r0 = 0; r0 < rows_per_pass; ++r0) {
+    for (int i = 0; i * rows_per_pass < kRows; ++i) {
+      if (row_part(r0 + i * rows_per_pass) != row_part(r0) + row_part(i * rows_per_pass)) return false;
+    }
+  }
+  return true;
+}
+static_assert(group_chunk_is_col_part(), "group_chunk(j, 4 grp) must equal col_part(32 grp + j) - 32 grp");
+static_assert(row_part_splits(8) && row_part_splits(16), "DenseLoader's passes must split row_part");
 
 struct Extent {
   int rows;  // 32 or 64 valid rows (rows % 32 == 0)
