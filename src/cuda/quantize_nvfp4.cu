@@ -1,17 +1,30 @@
 // NVFP4 quantizer (1x16 / 16x16, global amax, RHT-16 per copy, nearest or stochastic), row-wise and
-// column-wise copies from one read per pass.
+// column-wise copies from one read per pass, with no shared-memory tile.
 //
-// A CTA owns a 64 x 64 tile held in shared memory as floats. Thread t loads the row group (row t/4,
-// 16 columns at (t%4)*16: two 16-byte BF16 loads, four consecutive threads cover 128 bytes) and
-// later reads the column group (column t/4, rows (t%4)*16 ..+16) back from shared memory, so four
-// consecutive threads write 32 contiguous bytes of the transposed codes. The global scale needs the
-// whole tensor's amax first: pass 1 (kEncode = false) reduces each copy's amax over the CTA and
-// does one atomicMax per CTA per copy into the copy's global_scale slot (as uint32 bits, the
-// order-independent amax of quant/amax.hpp); pass 2 re-reads x, rotates and encodes; a one-thread
-// kernel finally turns the amax bits into the FP32 global scales.
+// Each thread owns a 16-row x 8-column chunk of x, held in registers as the raw 16-byte loads (one
+// per row for BF16): a column of the chunk is a whole 1x16 group of the column-wise copy (x^T), and
+// a row of the chunk is half a 1x16 group of the row-wise copy, whose other half sits in the partner
+// lane (lane ^ 4). Lanes: rq = lane % 4 picks the 16-row group, cc = lane / 4 the 8-column chunk,
+// so a warp covers 64 rows x 64 columns: each of its loads reads 4 rows x 128 bytes, each
+// column-wise store writes 8 whole 32-byte sectors (4 lanes x 8 bytes of one column of x^T) and each
+// row-wise store 4 rows x 32 bytes. The global scale needs the whole tensor's amax first: pass 1
+// (kEncode = false) reduces each copy's amax over the CTA and does one atomicMax per CTA per copy
+// into the copy's global_scale slot (as uint32 bits, the order-independent amax of quant/amax.hpp);
+// pass 2 re-reads x, rotates and encodes; a one-thread kernel finally turns the amax bits into the
+// FP32 global scales.
+//
+// Element math (the same results as quant::nvfp4_encode_element, cheaper): the block's decode scale
+// d and RN(1 / d) come from a per-CTA table over the 127 non-NaN UE4M3 codes; the scale code's
+// quotient (amax / 6) / s from two reciprocal divisions (nvfp4_scale_quotient_by_recip) and the
+// hardware E4M3 converter; RN(v / d) from div_rn_by_recip; its E2M1 code from three adds against
+// magic constants (fp4::e2m1_magic_bits_sat); the codes are packed by byte permutes. Groups outside
+// the fast ranges (d 0, NaN, tiny or huge; amax tiny) take the reference expressions per element.
+#include <cuda_fp8.h>
+
 #include "fp4_kernel_io.cuh"
 #include "quartet_fused_group_math.cuh"
 #include "nibble/cuda/e2m1_fast_math.hpp"
+#include "nibble/cuda/fp8_hw_convert_math.hpp"
 #include "nibble/cuda/quantize_nvfp4.hpp"
 #include "nibble/quant/hadamard.hpp"
 #include "nibble/quant/scale_rules.hpp"
@@ -19,11 +32,12 @@
 namespace nibble::cuda {
 namespace {
 
-constexpr int kTile = 64;                // rows and columns of a CTA tile
-constexpr int kThreads = 256;            // one row group and one column group per thread
-constexpr int kStride = kTile + 1;       // shared-memory row stride (floats): column reads hit distinct banks
-constexpr int kGroups = kTile / 16;      // 16-groups per tile edge
-static_assert(kThreads == kTile * kGroups, "each thread owns exactly one row group and one column group");
+constexpr int kThreads = 128;           // 4 warps: 2 (rows) x 2 (columns)
+constexpr int kChunkRows = 16, kChunkCols = 8;
+constexpr int kWarpRows = 4 * kChunkRows, kWarpCols = 8 * kChunkCols;  // 64 x 64
+constexpr int kCtaRows = 2 * kWarpRows, kCtaCols = 2 * kWarpCols;      // 128 x 128
+constexpr int kPartner = 4;             // lane ^ 4: the other half of a row-wise 16-group
+constexpr int kCodes = 128;             // UE4M3 codes 0 .. 0x7F (0x7F = NaN) of a non-negative scale
 
 struct Copy {
   uint8_t* codes = nullptr;
@@ -38,162 +52,332 @@ struct Params {
   Copy row, col;
 };
 
-__device__ __forceinline__ void rotate16(float* v) {
-  quant::rotate_block_forward(v, quant::Rotation{16, quant::SignKind::nvfp4_fixed, 0});
-}
-__device__ __forceinline__ uint32_t group_amax_bits(const float* v) {
-  uint32_t m = 0;
+// A thread's 16 x 8 chunk of x, staged in shared memory as 32-bit words, word-major over the CTA's
+// threads: word q of chunk row i of thread t sits at stage[(i * kWords + q) * kThreads + t], so every
+// warp access (one i, q for all lanes) reads 32 consecutive words, free of bank conflicts for row
+// reads and column reads alike. A thread reads back only what it wrote: no barrier. Staging keeps the
+// per-row and per-column loops rolled (a fully unrolled register version was 10-25 K instructions,
+// beyond the instruction cache, and slower).
+template <class In>
+struct Chunk {
+  static constexpr int kWords = kChunkCols * static_cast<int>(sizeof(In)) / 4;  // per row: 4 (BF16), 8 (FP32)
+  static constexpr int kStageWords = kChunkRows * kWords * kThreads;
+  uint32_t* base;
+
+  // All 16-byte loads first (in flight together), then the shared-memory stores. Rows and columns
+  // outside the tensor read as zeros (no effect on an amax; their codes are never stored).
+  __device__ __forceinline__ void load(uint32_t* stage, const In* __restrict__ x, int64_t row0, int64_t col0, const Params& p) {
+    base = stage + threadIdx.x;
+    constexpr int kVec = kWords / 4;  // 16-byte loads per row
+    uint4 raw[kChunkRows * kVec];
+    const bool cols_in = col0 < p.cols;
 #pragma unroll
-  for (int j = 0; j < 16; ++j) m = quant::amax_combine_bits(m, quant::abs_bits(v[j]));
-  return m;
-}
-__device__ __forceinline__ float global_scale_of(const uint32_t* amax_bits) {
-  return quant::nvfp4_global_decode_scale(quant::amax_from_bits(*amax_bits));
+    for (int i = 0; i < kChunkRows; ++i) {
+      const bool in = cols_in && row0 + i < p.rows;
+#pragma unroll
+      for (int h = 0; h < kVec; ++h) {
+        raw[i * kVec + h] =
+            in ? __ldg(reinterpret_cast<const uint4*>(x + (row0 + i) * p.cols + col0) + h) : make_uint4(0, 0, 0, 0);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kChunkRows * kVec; ++i) {
+      base[(4 * i + 0) * kThreads] = raw[i].x;
+      base[(4 * i + 1) * kThreads] = raw[i].y;
+      base[(4 * i + 2) * kThreads] = raw[i].z;
+      base[(4 * i + 3) * kThreads] = raw[i].w;
+    }
+  }
+  __device__ __forceinline__ uint32_t word(int i, int q) const { return base[(i * kWords + q) * kThreads]; }
+  // Element (i, k); k compile-time after unrolling for the BF16 half selection.
+  __device__ __forceinline__ float at(int i, int k) const {
+    if constexpr (sizeof(In) == 2) {
+      const uint32_t w = word(i, k / 2);
+      return fmt::bits_float(k % 2 == 0 ? w << 16 : w & 0xffff0000u);
+    } else {
+      return fmt::bits_float(word(i, k));
+    }
+  }
+};
+
+// max |x| over n values as amax bits (quant::amax_combine_bits of abs_bits: NaN anywhere -> bits
+// above inf's; max.NaN gives the canonical NaN, whose magnitude bits are above inf's too).
+template <int N>
+__device__ __forceinline__ uint32_t amax_bits_of(const float* v) {
+  float m = fabsf(v[0]);
+#pragma unroll
+  for (int j = 1; j < N; ++j) m = fp4::max_nan(m, fabsf(v[j]));
+  return quant::abs_bits(m);
 }
 
-// 16 codes of one group, packed (low nibble = even element) into 8 bytes at `dst`: quant::
-// nvfp4_encode_element(v[j], block_code, s_global, key, first_index + j) for each j. Fast path (the
-// block's decode scale d = decode_ue4m3(block_code) * s_global in [kRecipDivMin, kRecipDivMax]):
-// one reciprocal per group and RN(v / d) by div_rn_by_recip (no division or MUFU per element),
-// nearest by the one-add encoder, stochastic by encode_e2m1_sr_fast with one Philox block per 4
-// elements (what sr_bits(key, first_index + j) returns: first_index is a multiple of 16); the sign
-// comes from v. Any other d (0, NaN, subnormal or huge) takes the reference expression per element.
-template <bool kSr>
-__device__ __forceinline__ void encode_group(const float* v, uint8_t block_code, float s_global, const quant::SrKey& key,
-                                             uint64_t first_index, uint8_t* dst) {
-  uint32_t w[2] = {0, 0};
-  const float denom = fmt::decode_ue4m3(block_code) * s_global;
-  if (denom >= kRecipDivMin && denom <= kRecipDivMax) {
-    const float r = __frcp_rn(denom);
-    // |q0| >= 8 (or inf): |v / d| > 5, saturated to code 7 by both encoders (magnitude 8 -> 7).
-    auto magnitude = [&](float x) {
-      const float q0 = __fmul_rn(x, r);
-      return fabsf(q0) < 8.0f ? fabsf(div_rn_by_recip(x, denom, r)) : 8.0f;
-    };
-    auto sign = [&](float x) { return (fmt::float_bits(x) >> 28) & 0x8u; };
+// One butterfly stage of stride H over N values (a + b, a - b), indices compile-time.
+template <int N, int H>
+__device__ __forceinline__ void butterflies(float* v) {
+#pragma unroll
+  for (int i = 0; i < N; i += 2 * H) {
+#pragma unroll
+    for (int j = i; j < i + H; ++j) {
+      const float a = v[j], b = v[j + H];
+      v[j] = __fadd_rn(a, b);
+      v[j + H] = __fsub_rn(a, b);
+    }
+  }
+}
+
+// quant::rotate_block_forward(v, {16, nvfp4_fixed}) with the signs folded into the first
+// butterflies (a sign is an exact negation, so (s_a a) + (s_b b) is the same add).
+__device__ __forceinline__ void rotate16(float* v) {
+#pragma unroll
+  for (int j = 0; j < 16; ++j) v[j] = ((quant::kNvfp4RhtSignMask >> j) & 1u) ? -v[j] : v[j];
+  butterflies<16, 1>(v);
+  butterflies<16, 2>(v);
+  butterflies<16, 4>(v);
+  butterflies<16, 8>(v);
+#pragma unroll
+  for (int j = 0; j < 16; ++j) v[j] = __fmul_rn(v[j], quant::hadamard_norm(16));
+}
+// The same on a row-wise group split over two lanes: this lane holds elements half*8 .. half*8+7.
+// Butterflies of stride 1, 2, 4 stay in the lane; stride 8 pairs element j of both lanes (the low
+// half keeps a + b, the high half a - b). Every lane of the warp must call it.
+__device__ __forceinline__ void rotate16_split(float* v, int half) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) v[j] = ((quant::kNvfp4RhtSignMask >> (half * 8 + j)) & 1u) ? -v[j] : v[j];
+  butterflies<8, 1>(v);
+  butterflies<8, 2>(v);
+  butterflies<8, 4>(v);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const float o = __shfl_xor_sync(0xffffffffu, v[j], kPartner);
+    v[j] = half == 0 ? __fadd_rn(v[j], o) : __fsub_rn(o, v[j]);
+    v[j] = __fmul_rn(v[j], quant::hadamard_norm(16));
+  }
+}
+
+// Per-copy constants: the global decode scale s, RN(1 / s) when the reciprocal scale quotient is
+// exact for it (else 0), and the table of block decode scales d = decode_ue4m3(code) * s with
+// RN(1 / d) (0 where d is outside div_rn_by_recip's range: the element falls back).
+struct CopyScale {
+  float s = 1.0f, rs = 0.0f;
+};
+__device__ __forceinline__ CopyScale copy_scale(const uint32_t* amax_bits) {
+  CopyScale c;
+  c.s = quant::nvfp4_global_decode_scale(quant::amax_from_bits(*amax_bits));
+  c.rs = (c.s >= kRecipDivMin && c.s <= kRecipDivMax) ? __frcp_rn(c.s) : 0.0f;
+  return c;
+}
+__device__ __forceinline__ float2 decode_entry(int code, float s) {
+  const float d = fmt::decode_ue4m3(static_cast<uint8_t>(code)) * s;
+  return make_float2(d, (d >= kRecipDivMin && d <= kRecipDivMax) ? __frcp_rn(d) : 0.0f);
+}
+
+// The reference expressions, out of line: the kernels call them only for rare groups, and inlining
+// the generic encoders at each of a thread's 24 groups would multiply the code size.
+__device__ __noinline__ uint8_t block_code_reference(float amax, float s) { return quant::nvfp4_block_scale_code(amax, s); }
+struct Eight {
+  float v[8];
+};
+__device__ __noinline__ uint32_t encode8_reference(Eight e, uint8_t sc, float s, quant::SrKey key, uint64_t first) {
+  uint32_t w = 0;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    w |= static_cast<uint32_t>(quant::nvfp4_encode_element(e.v[j], sc, s, key, first + static_cast<uint64_t>(j)) & 0xF) << (4 * j);
+  }
+  return w;
+}
+
+// quant::nvfp4_block_scale_code(amax_from_bits(bits), s).
+__device__ __forceinline__ uint8_t block_code(uint32_t bits, const CopyScale& c) {
+  const float amax = quant::amax_from_bits(bits);
+  if (c.rs != 0.0f && amax >= kScaleQuotientAmaxMin && bits < 0x7f800000u) {
+    const float y = nvfp4_scale_quotient_by_recip(amax, c.s, c.rs);
+    if (y < kScaleQuotientMax) return static_cast<uint8_t>(fp8x2_rn_hw<quant::ElementFormat::e4m3>(y, 0.0f) & 0xFFu);
+  }
+  return block_code_reference(amax, c.s);
+}
+
+// N codes (N = 8 or 16) of one block with code sc, packed (low nibble = element 0) into N / 8 words:
+// quant::nvfp4_encode_element(v[j], sc, s, key, first + j) for each j (first % 4 == 0).
+template <int N, bool kSr>
+__device__ __forceinline__ void encode_block(const float* v, uint8_t sc, float2 dr, float s, const quant::SrKey& key,
+                                             uint64_t first, uint32_t* out) {
+  const float d = dr.x, r = dr.y;
+  if (r != 0.0f) {
+    // RN(v / d); |v / d| >= 8 (or a NaN from an overflowing v r) saturates to code 7 in both encoders.
     if constexpr (kSr) {
-      fp4::for_each_random_word<16>(key, first_index, [&](int j, uint32_t bits) {
-        w[j / 8] |= (sign(v[j]) | fp4::encode_e2m1_sr_fast(magnitude(v[j]), bits)) << (4 * (j % 8));
+#pragma unroll
+      for (int j = 0; j < N / 8; ++j) out[j] = 0;
+      fp4::for_each_random_word<N>(key, first, [&](int j, uint32_t bits) {
+        const uint32_t m = fp4::encode_e2m1_sr_fast(fabsf(div_rn_by_recip(v[j], d, r)), bits);
+        out[j / 8] |= (((fmt::float_bits(v[j]) >> 28) & 0x8u) | m) << (4 * (j % 8));
       });
     } else {
-      // RNE_E2M1 of a magnitude in [0, 6] by one float add (fp4::e2m1_magnitude_fadd); 8 -> 6 -> code 7.
+      const fp4::E2m1Magic mg = fp4::e2m1_magic(0);
+      uint32_t mb[N], sb[N];
 #pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        w[j / 8] |= (sign(v[j]) | fp4::e2m1_magnitude_fadd(fminf(magnitude(v[j]), 6.0f))) << (4 * (j % 8));
+      for (int j = 0; j < N; ++j) {
+        mb[j] = fp4::e2m1_magic_bits_sat(div_rn_by_recip(v[j], d, r), mg);  // fminf(NaN, 6) = 6
+        sb[j] = fmt::float_bits(v[j]);
       }
+#pragma unroll
+      for (int j = 0; j < N / 8; ++j) out[j] = fp4::pack8_codes_signs(mb + 8 * j, sb + 8 * j);
     }
   } else {
     quant::SrKey k = key;
     if constexpr (!kSr) k.enabled = false;  // the nearest kernel carries no generator
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      const uint8_t c = quant::nvfp4_encode_element(v[j], block_code, s_global, k, first_index + j);
-      w[j / 8] |= static_cast<uint32_t>(c & 0xF) << (4 * (j % 8));
-    }
-  }
-  *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
-}
-
-// CTA-wide max of two amax bit patterns; thread 0 gets the result.
-__device__ __forceinline__ void cta_max2(uint32_t& a, uint32_t& b) {
-  __shared__ uint32_t sa[kThreads / 32], sb[kThreads / 32];
+    for (int h = 0; h < N / 8; ++h) {
+      Eight e;
 #pragma unroll
-  for (int d = 16; d > 0; d >>= 1) {
-    a = max(a, __shfl_xor_sync(0xffffffffu, a, d));
-    b = max(b, __shfl_xor_sync(0xffffffffu, b, d));
-  }
-  if (threadIdx.x % 32 == 0) {
-    sa[threadIdx.x / 32] = a;
-    sb[threadIdx.x / 32] = b;
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int i = 1; i < kThreads / 32; ++i) {
-      a = max(a, sa[i]);
-      b = max(b, sb[i]);
+      for (int j = 0; j < 8; ++j) e.v[j] = v[8 * h + j];
+      out[h] = encode8_reference(e, sc, s, k, first + static_cast<uint64_t>(8 * h));
     }
   }
 }
 
-template <class In, bool kEncode, bool kSr = false>
-__global__ void __launch_bounds__(kThreads) quantize_nvfp4_kernel(const In* __restrict__ x, Params p) {
-  __shared__ float tile[kTile][kStride];
-  __shared__ uint32_t row_block_amax[kGroups][kGroups], col_block_amax[kGroups][kGroups];  // 16x16 blocks
-  const int t = threadIdx.x;
-  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kTile, c0 = static_cast<int64_t>(blockIdx.x) * kTile;
-  if (t < kGroups * kGroups) {
-    (&row_block_amax[0][0])[t] = 0;
-    (&col_block_amax[0][0])[t] = 0;
-  }
-
-  // Row group: row r0 + t/4, columns c0 + (t%4)*16 .. +16. Columns come in whole 16-groups (cols % 16
-  // == 0), so a group is either entirely inside the tensor or entirely outside.
-  const int tr = t / kGroups, tg = t % kGroups;
-  const int64_t row = r0 + tr, rcol = c0 + tg * 16;
-  const bool row_in = row < p.rows && rcol < p.cols;
-  float v[16];
-  if (row_in) {
-    fp4::load_dense<16>(x + row * p.cols + rcol, v);
+// Column k of the chunk (a 1x16 group of x^T), rotated when the copy asks for it.
+template <class In>
+__device__ __forceinline__ void column_group(const Chunk<In>& c, int k, bool rht, float* w) {
+  if constexpr (sizeof(In) == 2) {
+    const int shift = k % 2 == 0 ? 16 : 0;  // the BF16 in the low half moves up; the high one stays
+#pragma unroll
+    for (int i = 0; i < kChunkRows; ++i) w[i] = fmt::bits_float((c.word(i, k / 2) << shift) & 0xffff0000u);
   } else {
 #pragma unroll
-    for (int j = 0; j < 16; ++j) v[j] = 0.0f;
+    for (int i = 0; i < kChunkRows; ++i) w[i] = fmt::bits_float(c.word(i, k));
   }
+  if (rht) rotate16(w);
+}
+// Row i of the chunk (half of a row-wise 1x16 group), rotated when the copy asks for it. All lanes call.
+template <class In>
+__device__ __forceinline__ void row_half(const Chunk<In>& c, int i, bool rht, int half, float* v) {
 #pragma unroll
-  for (int j = 0; j < 16; ++j) tile[tr][tg * 16 + j] = v[j];
+  for (int k = 0; k < kChunkCols; ++k) v[k] = c.at(i, k);
+  if (rht) rotate16_split(v, half);
+}
+__device__ __forceinline__ uint32_t pair_max(uint32_t a) { return max(a, __shfl_xor_sync(0xffffffffu, a, kPartner)); }
+
+template <class In>
+__device__ __forceinline__ uint32_t column_amax(const Chunk<In>& c, bool rht) {
+  uint32_t m = 0;
+#pragma unroll 1
+  for (int k = 0; k < kChunkCols; ++k) {
+    float w[kChunkRows];
+    column_group(c, k, rht, w);
+    m = max(m, amax_bits_of<kChunkRows>(w));
+  }
+  return m;
+}
+template <class In>
+__device__ __forceinline__ uint32_t row_amax(const Chunk<In>& c, bool rht, int half) {
+  uint32_t m = 0;
+#pragma unroll 1
+  for (int i = 0; i < kChunkRows; ++i) {
+    float v[kChunkCols];
+    row_half(c, i, rht, half, v);
+    m = max(m, amax_bits_of<kChunkCols>(v));
+  }
+  return m;
+}
+
+template <class In>
+constexpr int kStageBytes = Chunk<In>::kStageWords * 4;  // 32 KB (BF16) or 64 KB (FP32), dynamic
+
+// Pass 1: each copy's amax (after its rotation), one atomicMax per CTA per copy.
+template <class In>
+__global__ void __launch_bounds__(kThreads, 4) nvfp4_amax_kernel(const In* __restrict__ x, Params p) {
+  __shared__ uint32_t part[2][kThreads / 32];
+  extern __shared__ uint32_t stage[];
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kCtaRows + (warp / 2) * kWarpRows + (lane % 4) * kChunkRows;
+  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kCtaCols + (warp % 2) * kWarpCols + (lane / 4) * kChunkCols;
+  Chunk<In> c;
+  c.load(stage, x, row0, col0, p);
+  uint32_t ra = p.row.codes ? row_amax(c, p.row.rht, (lane / 4) % 2) : 0u;
+  uint32_t ca = p.col.codes ? column_amax(c, p.col.rht) : 0u;
+  ra = __reduce_max_sync(0xffffffffu, ra);
+  ca = __reduce_max_sync(0xffffffffu, ca);
+  if (lane == 0) {
+    part[0][warp] = ra;
+    part[1][warp] = ca;
+  }
+  __syncthreads();
+  if (threadIdx.x < 2) {
+    uint32_t m = 0;
+#pragma unroll
+    for (int w = 0; w < kThreads / 32; ++w) m = max(m, part[threadIdx.x][w]);
+    uint32_t* dst = threadIdx.x == 0 ? (p.row.codes ? p.row.amax_bits : nullptr) : (p.col.codes ? p.col.amax_bits : nullptr);
+    if (dst) atomicMax(dst, m);
+  }
+}
+
+// Pass 2: both copies' scales and codes.
+template <class In, bool kSr>
+__global__ void __launch_bounds__(kThreads, 4) nvfp4_encode_kernel(const In* __restrict__ x, Params p) {
+  __shared__ float2 table[2][kCodes];  // [row copy, column copy][UE4M3 code] -> (d, RN(1 / d))
+  extern __shared__ uint32_t stage[];
+  const CopyScale rs = p.row.codes ? copy_scale(p.row.amax_bits) : CopyScale{};
+  const CopyScale cs = p.col.codes ? copy_scale(p.col.amax_bits) : CopyScale{};
+  static_assert(kThreads == kCodes, "one table entry per thread and copy");
+  table[0][threadIdx.x] = decode_entry(static_cast<int>(threadIdx.x), rs.s);
+  table[1][threadIdx.x] = decode_entry(static_cast<int>(threadIdx.x), cs.s);
   __syncthreads();
 
-  // Column group: column c0 + t/4, rows r0 + (t%4)*16 .. +16 (rows % 16 == 0 when this copy exists).
-  const int tc = t / kGroups, tq = t % kGroups;
-  const int64_t col = c0 + tc, crow = r0 + tq * 16;
-  const bool col_in = p.col.codes != nullptr && col < p.cols && crow < p.rows;
-  float w[16];
-#pragma unroll
-  for (int j = 0; j < 16; ++j) w[j] = tile[tq * 16 + j][tc];
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kCtaRows + (warp / 2) * kWarpRows + (lane % 4) * kChunkRows;
+  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kCtaCols + (warp % 2) * kWarpCols + (lane / 4) * kChunkCols;
+  const int half = (lane / 4) % 2;  // which half of a row-wise 16-group this lane holds
+  const bool cols_in = col0 < p.cols;
+  const bool block16 = p.block_rows == 16;
+  Chunk<In> c;
+  c.load(stage, x, row0, col0, p);
 
-  const bool row_on = p.row.codes != nullptr && row_in;
-  if (p.row.rht) rotate16(v);
-  if (p.col.rht) rotate16(w);
-  uint32_t ra = row_on ? group_amax_bits(v) : 0u;
-  uint32_t ca = col_in ? group_amax_bits(w) : 0u;
+  // Column-wise copy: column col0 + k of x is row col0 + k of x^T; its group covers rows row0 .. +16
+  // (rows % 16 == 0 whenever this copy exists, so a group is wholly inside or outside).
+  if (p.col.codes) {
+    const bool in = cols_in && row0 < p.rows;
+    const int64_t gpr = p.rows / 16;  // x^T has p.rows columns
+    uint32_t blk = 0;
+    if (block16) blk = pair_max(column_amax(c, p.col.rht));  // 16 columns x 16 rows of x
+#pragma unroll 1
+    for (int k = 0; k < kChunkCols; ++k) {
+      float w[kChunkRows];
+      column_group(c, k, p.col.rht, w);
+      const uint8_t sc = block_code(block16 ? blk : amax_bits_of<kChunkRows>(w), cs);
+      const int64_t col = col0 + k;
+      uint32_t out[2];
+      encode_block<16, kSr>(w, sc, table[1][sc], cs.s, p.key, static_cast<uint64_t>(col * p.rows + row0), out);
+      if (in) {
+        if (!block16) {
+          p.col.scales[col * gpr + row0 / 16] = sc;
+        } else if (k == 0 && half == 0) {
+          p.col.scales[(col / 16) * gpr + row0 / 16] = sc;
+        }
+        *reinterpret_cast<uint2*>(p.col.codes + col * (p.rows / 2) + row0 / 2) = make_uint2(out[0], out[1]);
+      }
+    }
+  }
 
-  if constexpr (!kEncode) {
-    cta_max2(ra, ca);
-    if (t == 0) {
-      if (p.row.codes) atomicMax(p.row.amax_bits, ra);
-      if (p.col.codes) atomicMax(p.col.amax_bits, ca);
-    }
-    return;
-  } else {
-    // 16x16 blocks: the row copy's block (rows tr/16 of the tile, group tg) and the column copy's
-    // block (columns tc/16, row group tq) take the max of their 16 groups.
-    if (p.block_rows == 16) {
-      if (row_on) atomicMax(&row_block_amax[tr / 16][tg], ra);
-      if (col_in) atomicMax(&col_block_amax[tc / 16][tq], ca);
-      __syncthreads();
-      ra = row_block_amax[tr / 16][tg];
-      ca = col_block_amax[tc / 16][tq];
-    }
-    if (row_on) {
-      const float s = global_scale_of(p.row.amax_bits);
-      const uint8_t sc = quant::nvfp4_block_scale_code(quant::amax_from_bits(ra), s);
-      const int64_t gpr = p.cols / 16;  // scale-grid columns
-      if (p.block_rows == 1) {
-        p.row.scales[row * gpr + rcol / 16] = sc;
-      } else if (tr % 16 == 0) {
-        p.row.scales[(row / 16) * gpr + rcol / 16] = sc;
+  // Row-wise copy: row row0 + i, columns col0 .. +8 (this lane's half of the group).
+  if (p.row.codes) {
+    const int64_t gpr = p.cols / 16;
+    uint32_t blk = 0;
+    if (block16) blk = pair_max(row_amax(c, p.row.rht, half));  // 16 rows x 16 columns
+#pragma unroll 1
+    for (int i = 0; i < kChunkRows; ++i) {
+      float v[kChunkCols];
+      row_half(c, i, p.row.rht, half, v);
+      const uint8_t sc = block_code(block16 ? blk : pair_max(amax_bits_of<kChunkCols>(v)), rs);
+      const int64_t row = row0 + i;
+      uint32_t out[1];
+      encode_block<8, kSr>(v, sc, table[0][sc], rs.s, p.key, static_cast<uint64_t>(row * p.cols + col0), out);
+      if (cols_in && row < p.rows) {
+        if (!block16) {
+          if (half == 0) p.row.scales[row * gpr + col0 / 16] = sc;
+        } else if (i == 0 && half == 0) {
+          p.row.scales[(row0 / 16) * gpr + col0 / 16] = sc;
+        }
+        *reinterpret_cast<uint32_t*>(p.row.codes + row * (p.cols / 2) + col0 / 2) = out[0];
       }
-      encode_group<kSr>(v, sc, s, p.key, static_cast<uint64_t>(row * p.cols + rcol), p.row.codes + row * (p.cols / 2) + rcol / 2);
-    }
-    if (col_in) {
-      const float s = global_scale_of(p.col.amax_bits);
-      const uint8_t sc = quant::nvfp4_block_scale_code(quant::amax_from_bits(ca), s);
-      const int64_t gpr = p.rows / 16;  // x^T has p.rows columns
-      if (p.block_rows == 1) {
-        p.col.scales[col * gpr + crow / 16] = sc;
-      } else if (tc % 16 == 0) {
-        p.col.scales[(col / 16) * gpr + crow / 16] = sc;
-      }
-      encode_group<kSr>(w, sc, s, p.key, static_cast<uint64_t>(col * p.rows + crow), p.col.codes + col * (p.rows / 2) + crow / 2);
     }
   }
 }
@@ -207,13 +391,15 @@ __global__ void finalize_global_scales(uint32_t* row_bits, uint32_t* col_bits) {
 // Pass 1 (amax) and pass 2 (encode; the stochastic kernel only when the key asks for it).
 template <class In>
 void launch_passes(const In* x, dim3 grid, const Params& p, cudaStream_t stream) {
-  quantize_nvfp4_kernel<In, false><<<grid, kThreads, 0, stream>>>(x, p);
-  NIBBLE_CHECK_LAUNCH();
-  if (p.key.enabled) {
-    quantize_nvfp4_kernel<In, true, true><<<grid, kThreads, 0, stream>>>(x, p);
-  } else {
-    quantize_nvfp4_kernel<In, true, false><<<grid, kThreads, 0, stream>>>(x, p);
+  constexpr int smem = kStageBytes<In>;
+  auto encode = p.key.enabled ? nvfp4_encode_kernel<In, true> : nvfp4_encode_kernel<In, false>;
+  if constexpr (smem > 48 * 1024) {  // above the default dynamic limit: opt in (FP32 chunks)
+    NIBBLE_CUDA_CHECK(cudaFuncSetAttribute(nvfp4_amax_kernel<In>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    NIBBLE_CUDA_CHECK(cudaFuncSetAttribute(encode, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   }
+  nvfp4_amax_kernel<In><<<grid, kThreads, smem, stream>>>(x, p);
+  NIBBLE_CHECK_LAUNCH();
+  encode<<<grid, kThreads, smem, stream>>>(x, p);
   NIBBLE_CHECK_LAUNCH();
 }
 
@@ -260,9 +446,10 @@ const char* quantize_nvfp4(const void* x, Fp4DenseType type, int64_t rows, int64
   p.col = {colwise.codes, colwise.scales, reinterpret_cast<uint32_t*>(colwise.global_scale), options.colwise_rht};
   if (p.row.codes) NIBBLE_CUDA_CHECK(cudaMemsetAsync(p.row.amax_bits, 0, sizeof(uint32_t), stream));
   if (p.col.codes) NIBBLE_CUDA_CHECK(cudaMemsetAsync(p.col.amax_bits, 0, sizeof(uint32_t), stream));
-  const dim3 grid(fp4::blocks_for(cols, kTile), fp4::blocks_for(rows, kTile));
+  const dim3 grid(fp4::blocks_for(cols, kCtaCols), fp4::blocks_for(rows, kCtaRows));
   if (grid.y > 65535u) {
-    throw std::invalid_argument(std::string(fn) + ": rows = " + std::to_string(rows) + " needs more than 65535 row tiles; split the tensor");
+    throw std::invalid_argument(std::string(fn) + ": rows = " + std::to_string(rows) + " needs more than 65535 row tiles of " +
+                                std::to_string(kCtaRows) + "; split the tensor");
   }
   if (type == Fp4DenseType::bf16) {
     launch_passes(static_cast<const uint16_t*>(x), grid, p, stream);
@@ -271,8 +458,8 @@ const char* quantize_nvfp4(const void* x, Fp4DenseType type, int64_t rows, int64
   }
   finalize_global_scales<<<1, 1, 0, stream>>>(p.row.codes ? p.row.amax_bits : nullptr, p.col.codes ? p.col.amax_bits : nullptr);
   NIBBLE_CHECK_LAUNCH();
-  return options.block_rows == 16 ? "cuda quantize_nvfp4 16x16, amax pass + 64x64 tile encode pass"
-                                  : "cuda quantize_nvfp4 1x16, amax pass + 64x64 tile encode pass";
+  return options.block_rows == 16 ? "cuda quantize_nvfp4 16x16, amax pass + register-chunk encode pass"
+                                  : "cuda quantize_nvfp4 1x16, amax pass + register-chunk encode pass";
 }
 
 }  // namespace nibble::cuda

@@ -155,27 +155,25 @@ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
   return r;
 }
 #endif
-NIBBLE_HD uint4 pack_codes_signs(const uint32_t* mb, const uint32_t* sb) {
-  uint32_t w[4];
-#pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    const uint32_t* m = mb + 8 * q;
-    const uint32_t* s = sb + 8 * q;
+// 8 codes (low byte of m[i]) with the signs of s[i] (bit 31) -> one word, low nibble = element 0.
+NIBBLE_HD uint32_t pack8_codes_signs(const uint32_t* m, const uint32_t* s) {
 #ifdef __CUDA_ARCH__
-    // Low bytes of 4 words -> one word; 0x..FB: bytes = sign of byte 3 of a / of b, replicated.
-    const uint32_t even = prmt(prmt(m[0], m[2], 0x0040), prmt(m[4], m[6], 0x0040), 0x5410);
-    const uint32_t odd = prmt(prmt(m[1], m[3], 0x0040), prmt(m[5], m[7], 0x0040), 0x5410);
-    const uint32_t se = prmt(prmt(s[0], s[2], 0x00FB), prmt(s[4], s[6], 0x00FB), 0x5410);
-    const uint32_t so = prmt(prmt(s[1], s[3], 0x00FB), prmt(s[5], s[7], 0x00FB), 0x5410);
-    const uint32_t e = even | (se & 0x08080808u), o = odd | (so & 0x08080808u);
-    w[q] = e | (o << 4);
+  // Low bytes of 4 words -> one word; 0x..FB: bytes = sign of byte 3 of a / of b, replicated.
+  const uint32_t even = prmt(prmt(m[0], m[2], 0x0040), prmt(m[4], m[6], 0x0040), 0x5410);
+  const uint32_t odd = prmt(prmt(m[1], m[3], 0x0040), prmt(m[5], m[7], 0x0040), 0x5410);
+  const uint32_t se = prmt(prmt(s[0], s[2], 0x00FB), prmt(s[4], s[6], 0x00FB), 0x5410);
+  const uint32_t so = prmt(prmt(s[1], s[3], 0x00FB), prmt(s[5], s[7], 0x00FB), 0x5410);
+  const uint32_t e = even | (se & 0x08080808u), o = odd | (so & 0x08080808u);
+  return e | (o << 4);
 #else
-    uint32_t x = 0;
-    for (int j = 0; j < 8; ++j) x |= ((m[j] & 0x7u) | ((s[j] >> 28) & 0x8u)) << (4 * j);
-    w[q] = x;
+  uint32_t x = 0;
+  for (int j = 0; j < 8; ++j) x |= ((m[j] & 0x7u) | ((s[j] >> 28) & 0x8u)) << (4 * j);
+  return x;
 #endif
-  }
-  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+NIBBLE_HD uint4 pack_codes_signs(const uint32_t* mb, const uint32_t* sb) {
+  return make_uint4(pack8_codes_signs(mb, sb), pack8_codes_signs(mb + 8, sb + 8), pack8_codes_signs(mb + 16, sb + 16),
+                    pack8_codes_signs(mb + 24, sb + 24));
 }
 
 // kWords (a multiple of 4) random words of elements first .. first+kWords-1 (first % 4 == 0), 4 per

@@ -161,3 +161,42 @@ TEST(E2m1FastMath, CpuReciprocalDivisionIsCorrectlyRounded) {
   EXPECT_EQ(bad, 0) << "of " << checked << " quotients";
   EXPECT_GT(checked, 30000000);
 }
+
+// cuda::nvfp4_scale_quotient_by_recip == (amax / 6) / s (the quotient of quant::nvfp4_block_scale_code)
+// bit for bit wherever the NVFP4 quantizer uses it (amax in [2^-36, FLT_MAX], s in the reciprocal
+// range, a result below kScaleQuotientMax), and the UE4M3 code equal where a tiny quotient is off by
+// one ulp. Global scales as the kernel sees them (amax_tensor / 2688 with amax_tensor >= amax) and
+// arbitrary ones; amaxes at every exponent with random, all-ones and E4M3-tie mantissas. CPU only.
+TEST(E2m1FastMath, CpuScaleQuotientMatchesTheDivisions) {
+  std::mt19937_64 rng(std::random_device{}());
+  int64_t checked = 0, bad = 0;
+  auto check = [&](float amax, float s) {
+    if (!(amax >= cuda::kScaleQuotientAmaxMin && amax <= 0x1.fffffep127f)) return;
+    if (!(s >= cuda::kRecipDivMin && s <= cuda::kRecipDivMax)) return;
+    const float rs = 1.0f / s;
+    const float got = cuda::nvfp4_scale_quotient_by_recip(amax, s, rs);
+    if (!(got < cuda::kScaleQuotientMax)) return;  // the kernel divides instead
+    ++checked;
+    const float want = (amax / 6.0f) / s;
+    const bool same = want >= 0x1p-40f ? fmt::float_bits(got) == fmt::float_bits(want)
+                                       : fmt::encode_ue4m3(got) == fmt::encode_ue4m3(want);
+    if (!same && bad++ < 5) ADD_FAILURE() << std::hexfloat << "amax " << amax << " s " << s << ": got " << got << ", want " << want;
+  };
+  for (int e = -36; e <= 127; ++e) {
+    const float base = fmt::pow2f(e);
+    std::vector<float> amaxes = {base, fmt::bits_float(fmt::float_bits(base) | 0x7fffffu)};
+    for (int i = 0; i < 48; ++i) amaxes.push_back(fmt::bits_float(fmt::float_bits(base) | static_cast<uint32_t>(rng() & 0x7fffffu)));
+    for (int m = 0; m < 16; ++m) amaxes.push_back(fmt::bits_float(fmt::float_bits(base) | (static_cast<uint32_t>(m) << 19) | 0x40000u));
+    for (float a : amaxes) {
+      for (int k = 0; k < 24; ++k) {
+        const float tensor = a * fmt::pow2f(static_cast<int>(rng() % 40)) * (1.0f + static_cast<float>(rng() % 1024) / 1024.0f);
+        check(a, tensor / 2688.0f);
+        check(a, fmt::pow2f(static_cast<int>(rng() % 160) - 60) * (1.0f + static_cast<float>(rng() % 8388608) / 8388608.0f));
+      }
+      check(a, a / 2688.0f);
+      check(a, 1.0f);
+    }
+  }
+  EXPECT_EQ(bad, 0) << "of " << checked << " quotients";
+  EXPECT_GT(checked, 300000);
+}

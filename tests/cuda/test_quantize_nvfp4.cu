@@ -96,8 +96,9 @@ struct DeviceCopy {
 struct Shape {
   int64_t rows, cols;
 };
-// Partial 64x64 tiles along both edges (80, 208, 48), one large shape, one tall-thin.
-const Shape kShapes[] = {{64, 64}, {48, 208}, {80, 80}, {160, 4096}, {1024, 32}};
+// Partial 128x128 CTA tiles and 64x64 warp tiles along both edges (48, 80, 208, 272 x 528: a 16-row
+// group or an 8-column chunk past the edge), one large shape, one tall-thin.
+const Shape kShapes[] = {{64, 64}, {48, 208}, {80, 80}, {272, 528}, {160, 4096}, {1024, 32}};
 
 void check_config(const std::vector<uint16_t>& x, int64_t rows, int64_t cols, const cuda::Nvfp4Options& o, int copies) {
   const auto xf = to_float(x);
@@ -155,10 +156,13 @@ TEST(QuantizeNvfp4, Weights16x16) {
   for (const Shape s : kShapes) {
     SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.cols);
     const auto x = make_input(s.rows, s.cols, rng, Special::none);
-    cuda::Nvfp4Options o;
-    o.block_rows = 16;
-    o.colwise_rht = false;  // W^T of the dgrad GEMM: no RHT
-    check_config(x, s.rows, s.cols, o, 3);
+    for (bool rht : {false, true}) {  // W^T of the dgrad GEMM: no RHT; both rotated as a stress case
+      cuda::Nvfp4Options o;
+      o.block_rows = 16;
+      o.colwise_rht = rht;
+      o.rowwise_rht = rht;
+      check_config(x, s.rows, s.cols, o, 3);
+    }
   }
 }
 

@@ -59,6 +59,20 @@ NIBBLE_HD float div_rn_by_recip(float v, float d, float r) {
 #endif
 }
 
+// The quotient of quant::nvfp4_block_scale_code, (amax / 6) / s, by two reciprocal divisions
+// (rs = RN(1 / s), computed once per tensor): bit-identical to the two IEEE divisions when amax is
+// in [kScaleQuotientAmaxMin, FLT_MAX], s in [kRecipDivMin, kRecipDivMax] and the result is below
+// kScaleQuotientMax (amax / 6 >= 2^-39 keeps its residual exact; a quotient under 2^-40 may be one
+// ulp off, far below UE4M3's smallest rounding threshold 2^-10, so the code is the same). A larger
+// result (the first product may overflow to inf, giving NaN) means the caller divides instead.
+// Checked against the divisions on the CPU (tests/cuda/test_e2m1_fast_math.cu).
+inline constexpr float kScaleQuotientAmaxMin = 0x1p-36f;
+inline constexpr float kScaleQuotientMax = 0x1p100f;
+inline constexpr float kRecipSix = 1.0f / 6.0f;
+NIBBLE_HD float nvfp4_scale_quotient_by_recip(float amax, float s, float rs) {
+  return div_rn_by_recip(div_rn_by_recip(amax, 6.0f, kRecipSix), s, rs);
+}
+
 // Two codes packed as one byte, low nibble = the first (even-column) element, as the MXFP4 / NVFP4
 // code planes store them.
 NIBBLE_HD constexpr uint8_t encode_e2m1x2_fast(float even, float odd) {
