@@ -1,6 +1,6 @@
 // FP4 quantization kernels on CodonFM-5B tensors: effective bandwidth (bytes read + written over the
 // median time) next to a device-to-device copy of the same input measured in the same run.
-//   gpu_quant_fp4_bench [--json FILE] [--iters N]
+//   gpu_quant_fp4_bench [--json FILE] [--iters N] [--only SUBSTRING]  (--only: kernels whose name contains it)
 // Inputs rotate over 3 buffers (each larger than the 60 MB L2 for the big shapes), so no run reads
 // what the previous one left in cache. Random BF16 normals, never zeros.
 #include <cuda_runtime.h>
@@ -76,10 +76,12 @@ T* device_alloc(size_t count) {
 int main(int argc, char** argv) {
   std::string json_path;
   int iters = 30;
+  std::string only;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     else if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) iters = std::max(20, std::atoi(argv[++i]));
-    else { std::fprintf(stderr, "usage: %s [--json FILE] [--iters N>=20]\n", argv[0]); return 2; }
+    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else { std::fprintf(stderr, "usage: %s [--json FILE] [--iters N>=20] [--only SUBSTRING]\n", argv[0]); return 2; }
   }
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
@@ -122,6 +124,7 @@ int main(int argc, char** argv) {
 
     std::string path;
     auto run = [&](const char* kernel, double bytes, const std::function<const char*(int)>& work) {
+      if (!only.empty() && std::string(kernel).find(only) == std::string::npos) return;
       const Stats st = time_it([&](int i) { path = work(i); }, iters);
       const double gbs = bytes / (st.median_ms * 1e6);
       std::printf("%-34s %-14s %9.4f %9.1f %9.1f %9.3f %7.2f\n", kernel, s.name, st.median_ms, gbs, copy_gbs,

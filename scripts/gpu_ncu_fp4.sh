@@ -6,9 +6,10 @@
 set -uo pipefail
 out=${1:?OUTDIR}
 mkdir -p "$out"
-b=build-gpu/bench/gpu_quant_fp4_bench
+b=${NCU_BENCH:-build-gpu/bench/gpu_quant_fp4_bench}  # or a carried binary
 sec="--section SpeedOfLight --section ComputeWorkloadAnalysis --section InstructionStats --section SchedulerStats
-     --section WarpStateStats --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats"
+     --section WarpStateStats --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --section Occupancy --section LaunchStats
+     --section SourceCounters"
 shift
 want=" ${*:-all} "
 prof() {  # name regex-of-mangled-kernel-name
@@ -22,6 +23,6 @@ prof() {  # name regex-of-mangled-kernel-name
 }
 prof quartet-bwd-rowcol-rn 'QuartetGroupsILi32ELb0EEENS1_11DenseLoaderIt'
 prof quartet-bwd-from-mxfp4 'QuartetGroupsILi32ELb0EEENS1_11Mxfp4Loader'
-prof nvfp4-quantize 'quantize_nvfp4_kernel'
-prof nvfp4-encode 'quantize_nvfp4_kernelItLb1ELb0E'
+prof nvfp4-amax 'nvfp4_amax_kernelIt'
+prof nvfp4-encode 'nvfp4_encode_kernelItLb0E'
 prof mxfp4-rowcol 'MxGroupsILb0E'

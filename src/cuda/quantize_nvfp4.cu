@@ -100,14 +100,20 @@ struct Chunk {
   }
 };
 
-// max |x| over n values as amax bits (quant::amax_combine_bits of abs_bits: NaN anywhere -> bits
-// above inf's; max.NaN gives the canonical NaN, whose magnitude bits are above inf's too).
+// max |f v[j]| over N values as amax bits (quant::amax_combine_bits of abs_bits: NaN anywhere ->
+// bits above inf's; max.NaN gives the canonical NaN, whose magnitude bits are above inf's too).
+// f = the group's pending normalisation (1, or 1/4 after unnormalised butterflies): RN(f y) is
+// monotone in |y|, so the max of the products is the product of the max, one multiply per group.
 template <int N>
-__device__ __forceinline__ uint32_t amax_bits_of(const float* v) {
+__device__ __forceinline__ float max_abs(const float* v) {
   float m = fabsf(v[0]);
 #pragma unroll
   for (int j = 1; j < N; ++j) m = fp4::max_nan(m, fabsf(v[j]));
-  return quant::abs_bits(m);
+  return m;
+}
+template <int N>
+__device__ __forceinline__ uint32_t amax_bits_of(const float* v, float f) {
+  return quant::abs_bits(__fmul_rn(max_abs<N>(v), f));
 }
 
 // One butterfly stage of stride H over N values (a + b, a - b), indices compile-time.
@@ -124,22 +130,25 @@ __device__ __forceinline__ void butterflies(float* v) {
   }
 }
 
-// quant::rotate_block_forward(v, {16, nvfp4_fixed}) with the signs folded into the first
-// butterflies (a sign is an exact negation, so (s_a a) + (s_b b) is the same add).
-__device__ __forceinline__ void rotate16(float* v) {
+// quant::rotate_block_forward(v, {16, nvfp4_fixed}) WITHOUT its final multiply by 1/4: the signs
+// (exact negations) and the butterflies of the reference, in its order. The callers fold the 1/4
+// into what follows (kRhtNorm): the amax (max_abs above) and the division by the block scale, where
+// RN(RN(y / 4) / d) == RN(y / (4 d)) whenever y / 4 is exact, and otherwise |y / 4| < 2^-126 and
+// the code is 0 (or the sign-only -0) either way (d >= 2^-62 on that path).
+constexpr float kRhtNorm = quant::hadamard_norm(16);  // 1/4, exact
+static_assert(kRhtNorm == 0.25f, "RHT-16 normalisation is a power of two");
+__device__ __forceinline__ void rotate16_unnormalised(float* v) {
 #pragma unroll
   for (int j = 0; j < 16; ++j) v[j] = ((quant::kNvfp4RhtSignMask >> j) & 1u) ? -v[j] : v[j];
   butterflies<16, 1>(v);
   butterflies<16, 2>(v);
   butterflies<16, 4>(v);
   butterflies<16, 8>(v);
-#pragma unroll
-  for (int j = 0; j < 16; ++j) v[j] = __fmul_rn(v[j], quant::hadamard_norm(16));
 }
 // The same on a row-wise group split over two lanes: this lane holds elements half*8 .. half*8+7.
 // Butterflies of stride 1, 2, 4 stay in the lane; stride 8 pairs element j of both lanes (the low
 // half keeps a + b, the high half a - b). Every lane of the warp must call it.
-__device__ __forceinline__ void rotate16_split(float* v, int half) {
+__device__ __forceinline__ void rotate16_split_unnormalised(float* v, int half) {
 #pragma unroll
   for (int j = 0; j < 8; ++j) v[j] = ((quant::kNvfp4RhtSignMask >> (half * 8 + j)) & 1u) ? -v[j] : v[j];
   butterflies<8, 1>(v);
@@ -149,7 +158,6 @@ __device__ __forceinline__ void rotate16_split(float* v, int half) {
   for (int j = 0; j < 8; ++j) {
     const float o = __shfl_xor_sync(0xffffffffu, v[j], kPartner);
     v[j] = half == 0 ? __fadd_rn(v[j], o) : __fsub_rn(o, v[j]);
-    v[j] = __fmul_rn(v[j], quant::hadamard_norm(16));
   }
 }
 
@@ -158,15 +166,19 @@ __device__ __forceinline__ void rotate16_split(float* v, int half) {
 // RN(1 / d) (0 where d is outside div_rn_by_recip's range: the element falls back).
 struct CopyScale {
   float s = 1.0f, rs = 0.0f;
+  float f = 1.0f;  // the pending normalisation of the copy's values: kRhtNorm when rotated, else 1
 };
-__device__ __forceinline__ CopyScale copy_scale(const uint32_t* amax_bits) {
+__device__ __forceinline__ CopyScale copy_scale(const Copy& cp) {
   CopyScale c;
-  c.s = quant::nvfp4_global_decode_scale(quant::amax_from_bits(*amax_bits));
+  c.s = quant::nvfp4_global_decode_scale(quant::amax_from_bits(*cp.amax_bits));
+  c.f = cp.rht ? kRhtNorm : 1.0f;
   c.rs = (c.s >= kRecipDivMin && c.s <= kRecipDivMax) ? __frcp_rn(c.s) : 0.0f;
   return c;
 }
-__device__ __forceinline__ float2 decode_entry(int code, float s) {
-  const float d = fmt::decode_ue4m3(static_cast<uint8_t>(code)) * s;
+// Entry: the divisor of the copy's (unnormalised) values, d / f (exact: f is 1 or 1/4), and its
+// reciprocal when div_rn_by_recip is exact for it.
+__device__ __forceinline__ float2 decode_entry(int code, const CopyScale& c) {
+  const float d = (fmt::decode_ue4m3(static_cast<uint8_t>(code)) * c.s) / c.f;
   return make_float2(d, (d >= kRecipDivMin && d <= kRecipDivMax) ? __frcp_rn(d) : 0.0f);
 }
 
@@ -198,8 +210,8 @@ __device__ __forceinline__ uint8_t block_code(uint32_t bits, const CopyScale& c)
 // N codes (N = 8 or 16) of one block with code sc, packed (low nibble = element 0) into N / 8 words:
 // quant::nvfp4_encode_element(v[j], sc, s, key, first + j) for each j (first % 4 == 0).
 template <int N, bool kSr>
-__device__ __forceinline__ void encode_block(const float* v, uint8_t sc, float2 dr, float s, const quant::SrKey& key,
-                                             uint64_t first, uint32_t* out) {
+__device__ __forceinline__ void encode_block(const float* v, uint8_t sc, float2 dr, const CopyScale& cs,
+                                             const quant::SrKey& key, uint64_t first, uint32_t* out) {
   const float d = dr.x, r = dr.y;
   if (r != 0.0f) {
     // RN(v / d); |v / d| >= 8 (or a NaN from an overflowing v r) saturates to code 7 in both encoders.
@@ -228,55 +240,63 @@ __device__ __forceinline__ void encode_block(const float* v, uint8_t sc, float2 
     for (int h = 0; h < N / 8; ++h) {
       Eight e;
 #pragma unroll
-      for (int j = 0; j < 8; ++j) e.v[j] = v[8 * h + j];
-      out[h] = encode8_reference(e, sc, s, k, first + static_cast<uint64_t>(8 * h));
+      for (int j = 0; j < 8; ++j) e.v[j] = __fmul_rn(v[8 * h + j], cs.f);  // the reference's values
+      out[h] = encode8_reference(e, sc, cs.s, k, first + static_cast<uint64_t>(8 * h));
     }
   }
 }
 
-// Column k of the chunk (a 1x16 group of x^T), rotated when the copy asks for it.
+// Columns 2q and 2q + 1 of the chunk (two 1x16 groups of x^T; BF16: one word per row holds both),
+// unnormalised-rotated when the copy asks for it.
 template <class In>
-__device__ __forceinline__ void column_group(const Chunk<In>& c, int k, bool rht, float* w) {
-  if constexpr (sizeof(In) == 2) {
-    const int shift = k % 2 == 0 ? 16 : 0;  // the BF16 in the low half moves up; the high one stays
+__device__ __forceinline__ void column_pair(const Chunk<In>& c, int q, bool rht, float* w0, float* w1) {
 #pragma unroll
-    for (int i = 0; i < kChunkRows; ++i) w[i] = fmt::bits_float((c.word(i, k / 2) << shift) & 0xffff0000u);
-  } else {
-#pragma unroll
-    for (int i = 0; i < kChunkRows; ++i) w[i] = fmt::bits_float(c.word(i, k));
+  for (int i = 0; i < kChunkRows; ++i) {
+    if constexpr (sizeof(In) == 2) {
+      const uint32_t x = c.word(i, q);
+      w0[i] = fmt::bits_float(x << 16);
+      w1[i] = fmt::bits_float(x & 0xffff0000u);
+    } else {
+      w0[i] = fmt::bits_float(c.word(i, 2 * q));
+      w1[i] = fmt::bits_float(c.word(i, 2 * q + 1));
+    }
   }
-  if (rht) rotate16(w);
+  if (rht) {
+    rotate16_unnormalised(w0);
+    rotate16_unnormalised(w1);
+  }
 }
 // Row i of the chunk (half of a row-wise 1x16 group), rotated when the copy asks for it. All lanes call.
 template <class In>
 __device__ __forceinline__ void row_half(const Chunk<In>& c, int i, bool rht, int half, float* v) {
 #pragma unroll
   for (int k = 0; k < kChunkCols; ++k) v[k] = c.at(i, k);
-  if (rht) rotate16_split(v, half);
+  if (rht) rotate16_split_unnormalised(v, half);
 }
 __device__ __forceinline__ uint32_t pair_max(uint32_t a) { return max(a, __shfl_xor_sync(0xffffffffu, a, kPartner)); }
 
+// amax bits over the whole chunk of a copy (its 8 columns, or its 16 row halves).
 template <class In>
 __device__ __forceinline__ uint32_t column_amax(const Chunk<In>& c, bool rht) {
-  uint32_t m = 0;
+  float m = 0.0f;
 #pragma unroll 1
-  for (int k = 0; k < kChunkCols; ++k) {
-    float w[kChunkRows];
-    column_group(c, k, rht, w);
-    m = max(m, amax_bits_of<kChunkRows>(w));
+  for (int q = 0; q < kChunkCols / 2; ++q) {
+    float w0[kChunkRows], w1[kChunkRows];
+    column_pair(c, q, rht, w0, w1);
+    m = fp4::max_nan(m, fp4::max_nan(max_abs<kChunkRows>(w0), max_abs<kChunkRows>(w1)));
   }
-  return m;
+  return quant::abs_bits(__fmul_rn(m, rht ? kRhtNorm : 1.0f));
 }
 template <class In>
 __device__ __forceinline__ uint32_t row_amax(const Chunk<In>& c, bool rht, int half) {
-  uint32_t m = 0;
+  float m = 0.0f;
 #pragma unroll 1
   for (int i = 0; i < kChunkRows; ++i) {
     float v[kChunkCols];
     row_half(c, i, rht, half, v);
-    m = max(m, amax_bits_of<kChunkCols>(v));
+    m = fp4::max_nan(m, max_abs<kChunkCols>(v));
   }
-  return m;
+  return quant::abs_bits(__fmul_rn(m, rht ? kRhtNorm : 1.0f));
 }
 
 template <class In>
@@ -311,15 +331,23 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_amax_kernel(const In* __res
 }
 
 // Pass 2: both copies' scales and codes.
+// Occupancy and unrolling measured on the H200 (docs/perf, session 17): the nearest kernel is
+// latency-bound at 4 CTAs/SM (5 is 3-5% faster, capping it at 102 registers); the stochastic one
+// is Philox-bound and wants independent generator chains: 4 rows per row-loop iteration.
+template <bool kSr>
+constexpr int kEncodeMinBlocks = kSr ? 4 : 5;
+template <bool kSr>
+constexpr int kRowUnroll = kSr ? 4 : 1;
+
 template <class In, bool kSr>
-__global__ void __launch_bounds__(kThreads, 4) nvfp4_encode_kernel(const In* __restrict__ x, Params p) {
+__global__ void __launch_bounds__(kThreads, kEncodeMinBlocks<kSr>) nvfp4_encode_kernel(const In* __restrict__ x, Params p) {
   __shared__ float2 table[2][kCodes];  // [row copy, column copy][UE4M3 code] -> (d, RN(1 / d))
   extern __shared__ uint32_t stage[];
-  const CopyScale rs = p.row.codes ? copy_scale(p.row.amax_bits) : CopyScale{};
-  const CopyScale cs = p.col.codes ? copy_scale(p.col.amax_bits) : CopyScale{};
+  const CopyScale rs = p.row.codes ? copy_scale(p.row) : CopyScale{};
+  const CopyScale cs = p.col.codes ? copy_scale(p.col) : CopyScale{};
   static_assert(kThreads == kCodes, "one table entry per thread and copy");
-  table[0][threadIdx.x] = decode_entry(static_cast<int>(threadIdx.x), rs.s);
-  table[1][threadIdx.x] = decode_entry(static_cast<int>(threadIdx.x), cs.s);
+  table[0][threadIdx.x] = decode_entry(static_cast<int>(threadIdx.x), rs);
+  table[1][threadIdx.x] = decode_entry(static_cast<int>(threadIdx.x), cs);
   __syncthreads();
 
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
@@ -338,14 +366,12 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_encode_kernel(const In* __r
     const int64_t gpr = p.rows / 16;  // x^T has p.rows columns
     uint32_t blk = 0;
     if (block16) blk = pair_max(column_amax(c, p.col.rht));  // 16 columns x 16 rows of x
-#pragma unroll 1
-    for (int k = 0; k < kChunkCols; ++k) {
-      float w[kChunkRows];
-      column_group(c, k, p.col.rht, w);
-      const uint8_t sc = block_code(block16 ? blk : amax_bits_of<kChunkRows>(w), cs);
+    // Column col0 + k: scale, codes (x^T row col0 + k, columns row0 .. +16).
+    auto encode_column = [&](const float* w, int k) {
+      const uint8_t sc = block_code(block16 ? blk : amax_bits_of<kChunkRows>(w, cs.f), cs);
       const int64_t col = col0 + k;
       uint32_t out[2];
-      encode_block<16, kSr>(w, sc, table[1][sc], cs.s, p.key, static_cast<uint64_t>(col * p.rows + row0), out);
+      encode_block<16, kSr>(w, sc, table[1][sc], cs, p.key, static_cast<uint64_t>(col * p.rows + row0), out);
       if (in) {
         if (!block16) {
           p.col.scales[col * gpr + row0 / 16] = sc;
@@ -354,6 +380,13 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_encode_kernel(const In* __r
         }
         *reinterpret_cast<uint2*>(p.col.codes + col * (p.rows / 2) + row0 / 2) = make_uint2(out[0], out[1]);
       }
+    };
+#pragma unroll 1
+    for (int q = 0; q < kChunkCols / 2; ++q) {
+      float w0[kChunkRows], w1[kChunkRows];
+      column_pair(c, q, p.col.rht, w0, w1);
+      encode_column(w0, 2 * q);
+      encode_column(w1, 2 * q + 1);
     }
   }
 
@@ -362,14 +395,14 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_encode_kernel(const In* __r
     const int64_t gpr = p.cols / 16;
     uint32_t blk = 0;
     if (block16) blk = pair_max(row_amax(c, p.row.rht, half));  // 16 rows x 16 columns
-#pragma unroll 1
+#pragma unroll kRowUnroll<kSr>
     for (int i = 0; i < kChunkRows; ++i) {
       float v[kChunkCols];
       row_half(c, i, p.row.rht, half, v);
-      const uint8_t sc = block_code(block16 ? blk : pair_max(amax_bits_of<kChunkCols>(v)), rs);
+      const uint8_t sc = block_code(block16 ? blk : pair_max(amax_bits_of<kChunkCols>(v, rs.f)), rs);
       const int64_t row = row0 + i;
       uint32_t out[1];
-      encode_block<8, kSr>(v, sc, table[0][sc], rs.s, p.key, static_cast<uint64_t>(row * p.cols + col0), out);
+      encode_block<8, kSr>(v, sc, table[0][sc], rs, p.key, static_cast<uint64_t>(row * p.cols + col0), out);
       if (cols_in && row < p.rows) {
         if (!block16) {
           if (half == 0) p.row.scales[row * gpr + col0 / 16] = sc;
