@@ -2,6 +2,12 @@
 // an 8-byte code load, one UE4M3 scale byte, two 16-byte BF16 stores. The global scale stays out
 // (see quantize_nvfp4.hpp: the product of two E2M1/UE4M3 values is exact in BF16, times an FP32
 // global scale it is not).
+//
+// Per element: the E2M1 value from a 16-entry shared table, one FP32 multiply by the block scale,
+// and the product's high half: E2M1 (2 significant bits) times UE4M3 (4) has at most 6 significant
+// bits and lies in [2^-10, 2688], so the FP32 product is exact and its low 16 bits are zero, which
+// makes the truncation to BF16 the reference's fmt::encode_bf16 (round to nearest even) bit for bit.
+// Signed zeros keep their sign (-0 * s = -0), as in the reference.
 #include "fp4_kernel_io.cuh"
 #include "nibble/cuda/quantize_nvfp4.hpp"
 #include "nibble/format/minifloat.hpp"
@@ -10,26 +16,33 @@ namespace nibble::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+static_assert(kThreads >= 16, "the first 16 threads fill the E2M1 table");
 
 __global__ void __launch_bounds__(kThreads)
     decode_nvfp4_bf16_kernel(const uint8_t* __restrict__ codes, const uint8_t* __restrict__ scales, int64_t groups,
                              int64_t groups_per_row, int block_rows, uint16_t* __restrict__ out) {
+  __shared__ float e2m1[16];
+  if (threadIdx.x < 16) e2m1[threadIdx.x] = fmt::decode_e2m1(static_cast<uint8_t>(threadIdx.x));
+  __syncthreads();
   const int64_t gi = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (gi >= groups) return;
   const int64_t row = gi / groups_per_row, g = gi % groups_per_row;
   const uint2 packed = __ldg(reinterpret_cast<const uint2*>(codes) + gi);
   const float s = fmt::decode_ue4m3(__ldg(scales + (row / block_rows) * groups_per_row + g));
-  // A NaN scale decodes the block as the canonical quiet NaN, as the CPU reference's x * NaN does
-  // (the GPU's multiply would produce a different NaN payload).
-  const bool nan_block = s != s;
-  const uint32_t w[2] = {packed.x, packed.y};
   uint32_t o[8];
+  if (s != s) {
+    // A NaN scale decodes the block as the canonical quiet NaN, as the CPU reference's x * NaN does
+    // (the GPU's multiply would produce a different NaN payload).
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const uint32_t lo = (w[i / 4] >> (8 * (i % 4))) & 0xF, hi = (w[i / 4] >> (8 * (i % 4) + 4)) & 0xF;
-    o[i] = static_cast<uint32_t>(fmt::encode_bf16(fmt::decode_e2m1(static_cast<uint8_t>(lo)) * s)) |
-           (static_cast<uint32_t>(fmt::encode_bf16(fmt::decode_e2m1(static_cast<uint8_t>(hi)) * s)) << 16);
-    if (nan_block) o[i] = 0x7fc07fc0u;
+    for (int i = 0; i < 8; ++i) o[i] = 0x7fc07fc0u;
+  } else {
+    const uint32_t w[2] = {packed.x, packed.y};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t b = w[i / 4] >> (8 * (i % 4));  // codes 2i (low nibble) and 2i + 1
+      const float lo = e2m1[b & 0xF] * s, hi = e2m1[(b >> 4) & 0xF] * s;
+      o[i] = __byte_perm(fmt::float_bits(lo), fmt::float_bits(hi), 0x7632);  // the two high halves
+    }
   }
   uint4* dst = reinterpret_cast<uint4*>(out + gi * 16);
   dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
@@ -57,8 +70,8 @@ const char* decode_nvfp4_bf16(Nvfp4ConstPlanes q, int64_t rows, int64_t cols, in
   decode_nvfp4_bf16_kernel<<<fp4::blocks_for(groups, kThreads), kThreads, 0, stream>>>(
       q.codes, q.scales, groups, cols / 16, static_cast<int>(block_rows), out);
   NIBBLE_CHECK_LAUNCH();
-  return block_rows == 16 ? "cuda decode_nvfp4_bf16 exact (16x16 scales), thread per 1x16 group"
-                          : "cuda decode_nvfp4_bf16 exact (1x16 scales), thread per 1x16 group";
+  return block_rows == 16 ? "cuda decode_nvfp4_bf16 exact (16x16 scales), thread per 1x16 group, table + exact product"
+                          : "cuda decode_nvfp4_bf16 exact (1x16 scales), thread per 1x16 group, table + exact product";
 }
 
 }  // namespace nibble::cuda

@@ -331,13 +331,11 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_amax_kernel(const In* __res
 }
 
 // Pass 2: both copies' scales and codes.
-// Occupancy and unrolling measured on the H200 (docs/perf, session 17): the nearest kernel is
-// latency-bound at 4 CTAs/SM (5 is 3-5% faster, capping it at 102 registers); the stochastic one
-// is Philox-bound and wants independent generator chains: 4 rows per row-loop iteration.
+// Occupancy measured on the H200 (docs/perf, session 17): the nearest kernel runs 3-5% faster at
+// 5 CTAs/SM (capped at 102 registers) than at 4; the stochastic one is 5% slower at 5, and 3-4%
+// slower again with its row loop unrolled 4 times.
 template <bool kSr>
 constexpr int kEncodeMinBlocks = kSr ? 4 : 5;
-template <bool kSr>
-constexpr int kRowUnroll = kSr ? 4 : 1;
 
 template <class In, bool kSr>
 __global__ void __launch_bounds__(kThreads, kEncodeMinBlocks<kSr>) nvfp4_encode_kernel(const In* __restrict__ x, Params p) {
@@ -395,7 +393,7 @@ __global__ void __launch_bounds__(kThreads, kEncodeMinBlocks<kSr>) nvfp4_encode_
     const int64_t gpr = p.cols / 16;
     uint32_t blk = 0;
     if (block16) blk = pair_max(row_amax(c, p.row.rht, half));  // 16 rows x 16 columns
-#pragma unroll kRowUnroll<kSr>
+#pragma unroll 1
     for (int i = 0; i < kChunkRows; ++i) {
       float v[kChunkCols];
       row_half(c, i, p.row.rht, half, v);
