@@ -1,26 +1,25 @@
 // NVFP4 quantizer (1x16 / 16x16, global amax, RHT-16 per copy, nearest or stochastic), row-wise and
-// column-wise copies from one read per pass, with no shared-memory tile.
+// column-wise copies from one read per pass, without a transposing shared-memory tile.
 //
-// Each thread owns a 16-row x 8-column chunk of x, held in registers as the raw 16-byte loads (one
-// per row for BF16): a column of the chunk is a whole 1x16 group of the column-wise copy (x^T), and
+// Each thread owns a 16-row x 8-column chunk of x (one 16-byte BF16 load per row, staged in shared
+// memory: see Chunk): a column of the chunk is a whole 1x16 group of the column-wise copy (x^T), and
 // a row of the chunk is half a 1x16 group of the row-wise copy, whose other half sits in the partner
 // lane (lane ^ 4). Lanes: rq = lane % 4 picks the 16-row group, cc = lane / 4 the 8-column chunk,
 // so a warp covers 64 rows x 64 columns: each of its loads reads 4 rows x 128 bytes, each
 // column-wise store writes 8 whole 32-byte sectors (4 lanes x 8 bytes of one column of x^T) and each
 // row-wise store 4 rows x 32 bytes. The global scale needs the whole tensor's amax first: pass 1
-// (kEncode = false) reduces each copy's amax over the CTA and does one atomicMax per CTA per copy
+// (nvfp4_amax_kernel) reduces each copy's amax over the CTA and does one atomicMax per CTA per copy
 // into the copy's global_scale slot (as uint32 bits, the order-independent amax of quant/amax.hpp);
-// pass 2 re-reads x, rotates and encodes; a one-thread kernel finally turns the amax bits into the
-// FP32 global scales.
+// pass 2 (nvfp4_encode_kernel) re-reads x, rotates and encodes; a one-thread kernel finally turns the
+// amax bits into the FP32 global scales.
 //
 // Element math (the same results as quant::nvfp4_encode_element, cheaper): the block's decode scale
 // d and RN(1 / d) come from a per-CTA table over the 127 non-NaN UE4M3 codes; the scale code's
 // quotient (amax / 6) / s from two reciprocal divisions (nvfp4_scale_quotient_by_recip) and the
 // hardware E4M3 converter; RN(v / d) from div_rn_by_recip; its E2M1 code from three adds against
-// magic constants (fp4::e2m1_magic_bits_sat); the codes are packed by byte permutes. Groups outside
-// the fast ranges (d 0, NaN, tiny or huge; amax tiny) take the reference expressions per element.
-#include <cuda_fp8.h>
-
+// magic constants (fp4::e2m1_magic_bits_sat); the codes are packed by byte permutes; the RHT's 1/4
+// is folded into the amax and the divisor (rotate16_unnormalised). Groups outside the fast ranges
+// (d 0, NaN, tiny or huge; amax tiny) take the reference expressions per element, out of line.
 #include "fp4_kernel_io.cuh"
 #include "quartet_fused_group_math.cuh"
 #include "nibble/cuda/e2m1_fast_math.hpp"
