@@ -331,8 +331,8 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_amax_kernel(const In* __res
 
 // Pass 2: both copies' scales and codes.
 // Occupancy measured on the H200 (docs/perf, session 17): the nearest kernel runs 3-5% faster at
-// 5 CTAs/SM (capped at 102 registers) than at 4; the stochastic one is 5% slower at 5, and 3-4%
-// slower again with its row loop unrolled 4 times.
+// 5 CTAs/SM (capped at 102 registers) than at 4; the stochastic one is 5% slower at 5, 3-4% slower
+// with its row loop unrolled 4 times, and unchanged at 3 CTAs/SM or unrolled 2 times (runs 5, 7, 9).
 template <bool kSr>
 constexpr int kEncodeMinBlocks = kSr ? 4 : 5;
 
