@@ -38,7 +38,7 @@ const GpuSpec& find_gpu(const std::vector<GpuSpec>& gpus, std::string_view name)
 
 // How a recipe's GEMM would execute on a GPU (SPEC section 4).
 struct Execution {
-  std::string family;       // efficiency key: bf16, fp8-tensor, fp8-block, fp8-rowwise, mx-native, fp4-native
+  std::string family;       // efficiency key: bf16, bf16-decoded, fp8-tensor, fp8-block, fp8-rowwise, mx-native, fp4-native
   std::string path;         // the bench::path string it would report
   double peak_tflops = 0;   // dense peak of the tensor-core precision it runs on
   double operand_bytes = 2; // bytes per operand element the GEMM reads (2 bf16, 1 fp8, 0.5 fp4 + scales)

@@ -17,12 +17,15 @@ namespace nibble::predict {
 
 namespace {
 
-const std::vector<std::string> kFamilies = {"bf16", "fp8-tensor", "fp8-block", "fp8-rowwise", "mx-native",
-                                            "fp4-native"};
+// bf16-decoded: the BF16 GEMMs of the exact-decode emulations (mxfp8, nvfp4 before sm_100): the same
+// kernels as bf16 on decoded operands, whose many zero low mantissa bits run them 6-8% faster on the
+// H200 (docs/predict.md), so they get their own efficiency (borrowed from bf16 when unobserved).
+const std::vector<std::string> kFamilies = {"bf16", "bf16-decoded", "fp8-tensor", "fp8-block", "fp8-rowwise",
+                                            "mx-native", "fp4-native"};
 
 // The execution a family denotes on the GPU its observations were measured on.
 Execution execution_of_family(const std::string& family, const GpuSpec& gpu) {
-  if (family == "bf16") return {family, "", gpu.bf16_tflops, 2};
+  if (family == "bf16" || family == "bf16-decoded") return {family, "", gpu.bf16_tflops, 2};
   if (family == "fp8-tensor" || family == "fp8-rowwise") return {family, "", gpu.fp8_tflops, 1};
   if (family == "fp8-block") return {family, "", gpu.fp8_tflops, 1 + 4.0 / 128};
   if (family == "mx-native") return {family, "", gpu.fp8_tflops, 1 + 1.0 / 32};
@@ -32,8 +35,8 @@ Execution execution_of_family(const std::string& family, const GpuSpec& gpu) {
                                               "native FP4; check the observation's family", gpu.name));
     return {family, "", gpu.fp4_tflops, 0.5 + 1.0 / 32};
   }
-  throw std::invalid_argument(fmt::format("calibration: family '{}' is not one of: bf16, fp8-tensor, "
-                                          "fp8-block, fp8-rowwise, mx-native, fp4-native", family));
+  throw std::invalid_argument(fmt::format("calibration: family '{}' is not one of: bf16, bf16-decoded, "
+                                          "fp8-tensor, fp8-block, fp8-rowwise, mx-native, fp4-native", family));
 }
 
 double observation_ms(const Observation& o, const Execution& e, const GpuSpec& gpu, double eff) {
@@ -93,8 +96,11 @@ void fit(Calibration& c, const GpuSpec& gpu) {
                                             c.label));
   for (const std::string& family : kFamilies) {
     if (c.efficiency.count(family)) continue;
-    const std::string from = c.efficiency.count("fp8-tensor") && family != "bf16" ? "fp8-tensor" : 
-                             c.efficiency.count("bf16") ? "bf16" : "fp8-tensor";
+    const bool bf16_kind = family == "bf16" || family == "bf16-decoded";
+    const std::string from = bf16_kind && c.efficiency.count("bf16")   ? "bf16"
+                             : c.efficiency.count("fp8-tensor") && !bf16_kind ? "fp8-tensor"
+                             : c.efficiency.count("bf16")                     ? "bf16"
+                                                                              : "fp8-tensor";
     c.efficiency[family] = c.efficiency[from];
     c.notes.push_back(fmt::format("{}: no observation; efficiency borrowed from {}", family, from));
   }
@@ -186,11 +192,9 @@ Calibration calibration_from_result(const bench::BenchResult& measured, const Gp
       skipped.insert(r.recipe);  // a recipe variant the model does not know: not a calibration point
       continue;
     }
-    // The BF16 family is fitted on real BF16 GEMMs only: the exact-decode emulations (mxfp8, nvfp4)
-    // run the same kernel on decoded operands, measured ~8% faster on the H200 (data with many zero
-    // low mantissa bits), and would pull the baseline's efficiency up and its prediction down.
-    const bool decoded_bf16 = r.path == "emulated-exact (bf16)";
-    if (r.mode == bench::Mode::pre_quantized && r.gemm.median_ms > 0 && !decoded_bf16)
+    // The exact-decode emulations (mxfp8, nvfp4) fit their own family, bf16-decoded (see kFamilies),
+    // so they neither pull the BF16 baseline's efficiency up nor inherit it.
+    if (r.mode == bench::Mode::pre_quantized && r.gemm.median_ms > 0)
       c.observations.push_back({family, {{r.m, r.k, r.n, 1}}, r.gemm.median_ms,
                                 fmt::format("{} {} {} {}x{}x{}", r.recipe, r.layer, r.pass, r.m, r.k, r.n)});
     if (bench::is_autocast(r.mode) && r.quant_ms > 0) {

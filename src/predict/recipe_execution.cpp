@@ -80,11 +80,11 @@ Execution execution_for(std::string_view recipe, const GpuSpec& gpu) {
   if (recipe == "fp8-block") return {"fp8-block", native, gpu.fp8_tflops, 1 + 4.0 / 128};
   if (recipe == "mxfp8")
     return bw ? Execution{"mx-native", native, gpu.fp8_tflops, 1 + 1.0 / 32}
-              : Execution{"bf16", std::string(bench::path::emulated_exact_bf16), gpu.bf16_tflops, 2};
+              : Execution{"bf16-decoded", std::string(bench::path::emulated_exact_bf16), gpu.bf16_tflops, 2};
   if (recipe == "nvfp4")
     return bw && gpu.fp4_tflops > 0
                ? Execution{"fp4-native", native, gpu.fp4_tflops, 0.5 + 1.0 / 16}
-               : Execution{"bf16", std::string(bench::path::emulated_exact_bf16), gpu.bf16_tflops, 2};
+               : Execution{"bf16-decoded", std::string(bench::path::emulated_exact_bf16), gpu.bf16_tflops, 2};
   if (recipe == "mxfp4" || recipe == "quartet")
     return bw && gpu.fp4_tflops > 0
                ? Execution{"fp4-native", native, gpu.fp4_tflops, 0.5 + 1.0 / 32}

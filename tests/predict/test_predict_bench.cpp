@@ -127,5 +127,42 @@ TEST(Calibration, RefitFromAMeasuredResultRecoversTheEfficiency) {
   EXPECT_THROW(calibration_from_result(measured, h200), std::invalid_argument);
 }
 
+// The exact-decode emulations (mxfp8, nvfp4 on Hopper) fit their own family: a measurement whose
+// decoded BF16 GEMMs run at a different speed from the real BF16 ones moves bf16-decoded only, and
+// without such rows bf16-decoded borrows bf16's efficiency (never an FP8 family's).
+TEST(Calibration, DecodedBf16GemmsFitTheirOwnFamily) {
+  const auto gpus = load_gpu_database();
+  const GpuSpec& h200 = find_gpu(gpus, "H200 SXM");
+  EXPECT_EQ(execution_for("nvfp4", h200).family, "bf16-decoded");
+  EXPECT_EQ(execution_for("mxfp8", h200).family, "bf16-decoded");
+  EXPECT_EQ(execution_for("bf16", h200).family, "bf16");
+  EXPECT_NE(execution_for("nvfp4", find_gpu(gpus, "B200")).family, "bf16-decoded");  // native FP4 there
+
+  std::mt19937_64 rng(std::random_device{}());
+  const double faster = std::uniform_real_distribution<double>(1.04, 1.12)(rng);
+  auto measured = predict_bench(codonfm(), {"bf16", "nvfp4"}, {Mode::pre_quantized}, "H200 SXM");
+  measured.predicted = false;
+  for (auto& row : measured.rows) {
+    row.path = row.predicted_path;
+    row.predicted_path.clear();
+    if (row.recipe == "nvfp4") row.gemm.median_ms = (row.gemm.median_ms - 0.004) / faster + 0.004;
+    bench::finish_row(row, 989.4);
+  }
+  const Calibration before = default_calibration();
+  const Calibration after = calibration_from_result(measured, h200);
+  EXPECT_NEAR(efficiency_of(after, "bf16"), efficiency_of(before, "bf16"), 0.01 * efficiency_of(before, "bf16"));
+  EXPECT_NEAR(efficiency_of(after, "bf16-decoded"), efficiency_of(before, "bf16-decoded") * faster,
+              0.01 * efficiency_of(before, "bf16-decoded"));
+
+  Calibration only_bf16;
+  only_bf16.label = "test";
+  only_bf16.gpu = h200.name;
+  only_bf16.observations.push_back({"bf16", {{4096, 4096, 4096, 1}}, 1.2, "bf16 4096^3"});
+  only_bf16.observations.push_back({"fp8-tensor", {{4096, 4096, 4096, 1}}, 0.5, "fp8 4096^3"});
+  fit(only_bf16, h200);
+  EXPECT_EQ(efficiency_of(only_bf16, "bf16-decoded"), efficiency_of(only_bf16, "bf16"));
+  EXPECT_NE(efficiency_of(only_bf16, "bf16-decoded"), efficiency_of(only_bf16, "fp8-tensor"));
+}
+
 }  // namespace
 }  // namespace nibble::predict
