@@ -136,13 +136,32 @@ __device__ __forceinline__ void butterflies(float* v) {
 // the code is 0 (or the sign-only -0) either way (d >= 2^-62 on that path).
 constexpr float kRhtNorm = quant::hadamard_norm(16);  // 1/4, exact
 static_assert(kRhtNorm == 0.25f, "RHT-16 normalisation is a power of two");
-__device__ __forceinline__ void rotate16_unnormalised(float* v) {
+__device__ __forceinline__ void rotate16_first_stages(float* v) {  // signs, strides 1, 2, 4
 #pragma unroll
   for (int j = 0; j < 16; ++j) v[j] = ((quant::kNvfp4RhtSignMask >> j) & 1u) ? -v[j] : v[j];
   butterflies<16, 1>(v);
   butterflies<16, 2>(v);
   butterflies<16, 4>(v);
+}
+__device__ __forceinline__ void rotate16_unnormalised(float* v) {
+  rotate16_first_stages(v);
   butterflies<16, 8>(v);
+}
+// max |y_j| over the unnormalised rotation y of v, without the last stage's 16 outputs: for finite
+// a, b, max(|RN(a + b)|, |RN(a - b)|) == RN(|a| + |b|) (RN is odd and monotone, and one of the two
+// is |a| + |b| exactly before rounding), so the stride-8 stage and its maxima become 8 adds of
+// magnitudes. An infinite result may hide the NaN of inf - inf in the real stage, so it redoes the
+// stage; a NaN propagates either way. Clobbers v.
+__device__ __forceinline__ float rotated_max_abs16(float* v) {
+  rotate16_first_stages(v);
+  float m = __fadd_rn(fabsf(v[0]), fabsf(v[8]));
+#pragma unroll
+  for (int j = 1; j < 8; ++j) m = fp4::max_nan(m, __fadd_rn(fabsf(v[j]), fabsf(v[j + 8])));
+  if (fabsf(m) == INFINITY) {
+    butterflies<16, 8>(v);
+    m = max_abs<16>(v);
+  }
+  return m;
 }
 // The same on a row-wise group split over two lanes: this lane holds elements half*8 .. half*8+7.
 // Butterflies of stride 1, 2, 4 stay in the lane; stride 8 pairs element j of both lanes (the low
@@ -281,13 +300,30 @@ __device__ __forceinline__ uint32_t column_amax(const Chunk<In>& c, bool rht) {
 #pragma unroll 1
   for (int q = 0; q < kChunkCols / 2; ++q) {
     float w0[kChunkRows], w1[kChunkRows];
-    column_pair(c, q, rht, w0, w1);
-    m = fp4::max_nan(m, fp4::max_nan(max_abs<kChunkRows>(w0), max_abs<kChunkRows>(w1)));
+    column_pair(c, q, false, w0, w1);
+    if (rht) {
+      m = fp4::max_nan(m, fp4::max_nan(rotated_max_abs16(w0), rotated_max_abs16(w1)));
+    } else {
+      m = fp4::max_nan(m, fp4::max_nan(max_abs<kChunkRows>(w0), max_abs<kChunkRows>(w1)));
+    }
   }
   return quant::abs_bits(__fmul_rn(m, rht ? kRhtNorm : 1.0f));
 }
 template <class In>
 __device__ __forceinline__ uint32_t row_amax(const Chunk<In>& c, bool rht, int half) {
+  if constexpr (sizeof(In) == 2) {
+    if (!rht) {
+      // Unrotated BF16: the max of the magnitudes' bit patterns, two per word (__vmaxu2): BF16 -> FP32
+      // only appends zero bits, so (max BF16 magnitude bits) << 16 is abs_bits of the max, NaN included.
+      uint32_t m = 0;
+#pragma unroll 1
+      for (int i = 0; i < kChunkRows; ++i) {
+#pragma unroll
+        for (int q = 0; q < Chunk<In>::kWords; ++q) m = __vmaxu2(m, c.word(i, q) & 0x7fff7fffu);
+      }
+      return max(m >> 16, m & 0xffffu) << 16;
+    }
+  }
   float m = 0.0f;
 #pragma unroll 1
   for (int i = 0; i < kChunkRows; ++i) {

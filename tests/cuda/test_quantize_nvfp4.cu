@@ -25,7 +25,10 @@ using namespace nibble;
 
 using test::DeviceBuffer;
 
-enum class Special { none, nan, inf };
+// inf_pair: +inf at rows r and r + 8 of one column group (r % 16 == 0), so the column rotation meets
+// inf - inf (NaN) only in its last butterfly, where the kernels' amax shortcut |a| + |b| gives inf and
+// must redo the stage; and +inf at two neighbouring columns of one row (inf - inf in the first stage).
+enum class Special { none, nan, inf, inf_pair };
 
 std::vector<uint16_t> make_input(int64_t rows, int64_t cols, std::mt19937_64& rng, Special special) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -51,6 +54,12 @@ std::vector<uint16_t> make_input(int64_t rows, int64_t cols, std::mt19937_64& rn
   }
   if (special == Special::nan) at(rows - 1, cols - 3) = 0x7fc0;
   if (special == Special::inf) at(rows / 2, 5) = 0xff80;
+  if (special == Special::inf_pair) {
+    at(rows / 2, 5) = 0x7f80;  // callers use rows % 32 == 0: rows / 2 starts a 16-row group
+    at(rows / 2 + 8, 5) = 0x7f80;
+    at(rows / 2 + 2, 16) = 0x7f80;
+    at(rows / 2 + 2, 17) = 0x7f80;
+  }
   return x;
 }
 
@@ -178,13 +187,17 @@ TEST(QuantizeNvfp4, RowsNotMultipleOf16RowwiseOnly) {
 TEST(QuantizeNvfp4, NanAndInfTensors) {
   NIBBLE_REQUIRE_GPU();
   std::mt19937_64 rng(std::random_device{}());
-  for (Special sp : {Special::nan, Special::inf}) {
-    SCOPED_TRACE(sp == Special::nan ? "nan" : "inf");
+  for (Special sp : {Special::nan, Special::inf, Special::inf_pair}) {
+    SCOPED_TRACE(sp == Special::nan ? "nan" : sp == Special::inf ? "inf" : "inf pair");
     const auto x = make_input(64, 96, rng, sp);
-    cuda::Nvfp4Options o;
-    check_config(x, 64, 96, o, 3);
-    o.block_rows = 16;
-    check_config(x, 64, 96, o, 3);
+    for (bool rht : {false, true}) {
+      cuda::Nvfp4Options o;
+      o.rowwise_rht = rht;  // the column-wise copy is rotated by default
+      check_config(x, 64, 96, o, 3);
+      o.block_rows = 16;
+      o.colwise_rht = rht;
+      check_config(x, 64, 96, o, 3);
+    }
   }
 }
 
