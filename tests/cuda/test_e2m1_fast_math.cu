@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -199,4 +200,36 @@ TEST(E2m1FastMath, CpuScaleQuotientMatchesTheDivisions) {
   }
   EXPECT_EQ(bad, 0) << "of " << checked << " quotients";
   EXPECT_GT(checked, 300000);
+}
+
+// The NVFP4 amax pass's shortcut for the rotation's last butterfly (quantize_nvfp4.cu,
+// rotated_max_abs16): for finite a, b with a finite result, max(|RN(a + b)|, |RN(a - b)|) ==
+// RN(|a| + |b|) bit for bit. Random pairs over every exponent (subnormals and zeros included, both
+// signs, near-equal magnitudes where a - b cancels) on the host's round-to-nearest arithmetic.
+TEST(E2m1FastMath, CpuLastButterflyMaxIsTheMagnitudeSum) {
+  std::mt19937_64 rng(std::random_device{}());
+  int64_t checked = 0, bad = 0;
+  auto check = [&](float a, float b) {
+    const float want = std::max(std::fabs(a + b), std::fabs(a - b));
+    const float got = std::fabs(a) + std::fabs(b);
+    if (!std::isfinite(got)) return;  // the kernel redoes the stage for an infinite sum
+    ++checked;
+    if (fmt::float_bits(want) != fmt::float_bits(got) && bad++ < 5) {
+      ADD_FAILURE() << std::hexfloat << "a " << a << " b " << b << ": max " << want << ", |a| + |b| " << got;
+    }
+  };
+  auto random_float = [&]() { return fmt::bits_float(static_cast<uint32_t>(rng()) & 0xff7fffffu); };  // finite
+  for (int i = 0; i < 2000000; ++i) {
+    const float a = random_float();
+    check(a, random_float());
+    const float near = fmt::bits_float(fmt::float_bits(a) + static_cast<uint32_t>(rng() % 64));  // a - b cancels
+    check(a, near);
+    check(a, -near);
+    check(a, std::ldexp(random_float(), -static_cast<int>(rng() % 30)));
+  }
+  for (float a : {0.0f, -0.0f, 0x1p-149f, -0x1p-149f, 0x1.fffffep127f}) {
+    for (float b : {0.0f, -0.0f, 0x1p-149f, 1.0f, -1.0f}) check(a, b);
+  }
+  EXPECT_EQ(bad, 0) << "of " << checked;
+  EXPECT_GT(checked, 7000000);
 }
