@@ -96,11 +96,10 @@ void fit(Calibration& c, const GpuSpec& gpu) {
                                             c.label));
   for (const std::string& family : kFamilies) {
     if (c.efficiency.count(family)) continue;
+    // BF16 kinds borrow from bf16, the others from fp8-tensor; either falls back to the one fitted.
     const bool bf16_kind = family == "bf16" || family == "bf16-decoded";
-    const std::string from = bf16_kind && c.efficiency.count("bf16")   ? "bf16"
-                             : c.efficiency.count("fp8-tensor") && !bf16_kind ? "fp8-tensor"
-                             : c.efficiency.count("bf16")                     ? "bf16"
-                                                                              : "fp8-tensor";
+    const bool use_bf16 = c.efficiency.count("bf16") && (bf16_kind || !c.efficiency.count("fp8-tensor"));
+    const std::string from = use_bf16 ? "bf16" : "fp8-tensor";
     c.efficiency[family] = c.efficiency[from];
     c.notes.push_back(fmt::format("{}: no observation; efficiency borrowed from {}", family, from));
   }
