@@ -1,22 +1,26 @@
 #!/usr/bin/env bash
-# Nsight Compute sections of the FP4 quantizers that miss their bandwidth targets (issue 4), run on
-# gpu_quant_fp4_bench (one launch of each kernel; --clock-control none leaves the clocks alone).
+# Nsight Compute sections of the quantizers that miss their bandwidth targets (issue 4), run on
+# gpu_quant_fp4_bench, and for the FP8-family tile kernels (mxfp8-*, fp8-block-*) on
+# gpu_quant_fp8_bench (one launch of each kernel on the first shape, act 15872x4096;
+# --clock-control none leaves the clocks alone).
 # Usage (on the GPU machine, after a build in build-gpu): bash scripts/gpu_ncu_fp4.sh OUTDIR [NAME ...]
 # (NAMEs: the profiles below; default all).
 set -uo pipefail
 out=${1:?OUTDIR}
 mkdir -p "$out"
-b=${NCU_BENCH:-build-gpu/bench/gpu_quant_fp4_bench}  # or a carried binary
+b=${NCU_BENCH:-build-gpu/bench/gpu_quant_fp4_bench}  # or carried binaries
+b8=${NCU_BENCH8:-build-gpu/bench/gpu_quant_fp8_bench}
 sec="--section SpeedOfLight --section ComputeWorkloadAnalysis --section InstructionStats --section SchedulerStats
      --section WarpStateStats --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --section Occupancy --section LaunchStats
      --section SourceCounters"
 shift
 want=" ${*:-all} "
-prof() {  # name regex-of-mangled-kernel-name
+prof() {  # name regex-of-mangled-kernel-name [bench command]
   [ "$want" = " all " ] || [[ "$want" == *" $1 "* ]] || return 0
+  local cmd=${3:-"$b --iters 20"}
   # shellcheck disable=SC2086
   timeout 120 ncu --clock-control none --kernel-name-base mangled -k "regex:$2" --launch-skip 2 --launch-count 1 \
-    $sec "$b" --iters 20 >"$out/ncu-$1.txt" 2>&1
+    $sec $cmd >"$out/ncu-$1.txt" 2>&1
   echo "ncu $1 rc=$?"
   grep -E "Duration|Executed Ipc A|Issue Slots Busy|No Eligible|DRAM Throughput|Registers Per|Achieved Occ|Executed Instructions  " \
     "$out/ncu-$1.txt" | head -12
@@ -26,3 +30,5 @@ prof quartet-bwd-from-mxfp4 'QuartetGroupsILi32ELb0EEENS1_11Mxfp4Loader'
 prof nvfp4-amax 'nvfp4_amax_kernelIt'
 prof nvfp4-encode 'nvfp4_encode_kernelItLb0E'
 prof mxfp4-rowcol 'MxGroupsILb0E'
+prof mxfp8-rowcol 'quantize_mxfp8_kernelILb0E' "$b8 --reps 20"
+prof fp8-block-rowcol 'quantize_fp8_block_kernelILNS1_11GranularityE0ELb0E' "$b8 --reps 20"

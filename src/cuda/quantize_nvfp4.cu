@@ -423,26 +423,40 @@ __global__ void __launch_bounds__(kThreads, kEncodeMinBlocks<kSr>) nvfp4_encode_
     }
   }
 
-  // Row-wise copy: row row0 + i, columns col0 .. +8 (this lane's half of the group).
+  // Row-wise copy: row row0 + i, columns col0 .. +8 (this lane's half of the group). Rows go in
+  // pairs so that no scale code is computed twice: of the two partner lanes, half 0 computes row i's
+  // code and half 1 row i + 1's (each first receives the partner's half-amax of its row), then they
+  // swap codes: two shuffles and one block_code per lane per two rows (was four shuffles, two codes).
   if (p.row.codes) {
     const int64_t gpr = p.cols / 16;
-    uint32_t blk = 0;
-    if (block16) blk = pair_max(row_amax(c, p.row.rht, half));  // 16 rows x 16 columns
+    const uint8_t blk = block16 ? block_code(pair_max(row_amax(c, p.row.rht, half)), rs) : 0;  // 16 rows x 16 columns
 #pragma unroll 1
-    for (int i = 0; i < kChunkRows; ++i) {
-      float v[kChunkCols];
-      row_half(c, i, p.row.rht, half, v);
-      const uint8_t sc = block_code(block16 ? blk : pair_max(amax_bits_of<kChunkCols>(v, rs.f)), rs);
-      const int64_t row = row0 + i;
-      uint32_t out[1];
-      encode_block<8, kSr>(v, sc, table[0][sc], rs, p.key, static_cast<uint64_t>(row * p.cols + col0), out);
-      if (cols_in && row < p.rows) {
-        if (!block16) {
-          if (half == 0) p.row.scales[row * gpr + col0 / 16] = sc;
-        } else if (i == 0 && half == 0) {
-          p.row.scales[(row0 / 16) * gpr + col0 / 16] = sc;
+    for (int i = 0; i < kChunkRows; i += 2) {
+      float v[2][kChunkCols];
+      row_half(c, i, p.row.rht, half, v[0]);
+      row_half(c, i + 1, p.row.rht, half, v[1]);
+      uint8_t sc[2] = {blk, blk};
+      if (!block16) {
+        const uint32_t a0 = amax_bits_of<kChunkCols>(v[0], rs.f), a1 = amax_bits_of<kChunkCols>(v[1], rs.f);
+        const uint32_t theirs = __shfl_xor_sync(0xffffffffu, half == 0 ? a1 : a0, kPartner);
+        const uint8_t mine = block_code(max(half == 0 ? a0 : a1, theirs), rs);
+        const uint8_t other = static_cast<uint8_t>(__shfl_xor_sync(0xffffffffu, mine, kPartner));
+        sc[0] = half == 0 ? mine : other;
+        sc[1] = half == 0 ? other : mine;
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int64_t row = row0 + i + r;
+        uint32_t out[1];
+        encode_block<8, kSr>(v[r], sc[r], table[0][sc[r]], rs, p.key, static_cast<uint64_t>(row * p.cols + col0), out);
+        if (cols_in && row < p.rows) {
+          if (!block16) {
+            if (half == 0) p.row.scales[row * gpr + col0 / 16] = sc[r];
+          } else if (i + r == 0 && half == 0) {
+            p.row.scales[(row0 / 16) * gpr + col0 / 16] = sc[r];
+          }
+          *reinterpret_cast<uint32_t*>(p.row.codes + row * (p.cols / 2) + col0 / 2) = out[0];
         }
-        *reinterpret_cast<uint32_t*>(p.row.codes + row * (p.cols / 2) + col0 / 2) = out[0];
       }
     }
   }

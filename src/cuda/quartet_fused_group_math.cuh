@@ -215,7 +215,7 @@ __device__ __forceinline__ uint8_t quest_group_packed(const float* g, uint4& cod
     return fmt::kE8M0Nan;
   }
   const float t = quant::kQuestClipPerSigma * sigma + quant::kQuestSigmaEpsilon;
-  const int k = quant::clamp_exponent(fmt::floor_log2(t));
+  const int k = quant::quest_scale_exponent(t);
   if (k <= kE2m1MagicMaxK) {
     // v = g * 2^-k is exact scaling, so |v| < 6 <=> |g| < 6 * 2^k, and RNE_E2M1(clamp(v, -6, 6)) is
     // the magic code of g clamped to 6 * 2^k (sign kept: clamping preserves it).

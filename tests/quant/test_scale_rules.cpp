@@ -1,8 +1,10 @@
 // Scale rules checked against independent double-precision definitions.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <vector>
 
 #include "nibble/quant.hpp"
 #include "random_data.hpp"
@@ -87,6 +89,59 @@ TEST(ScaleRules, MxOcpAndRoundUp) {
   EXPECT_EQ(mx_scale_code(0.0f, MxScaleRule::ocp, ElementFormat::e2m1), 0);
   EXPECT_EQ(mx_scale_code(NAN, MxScaleRule::ocp, ElementFormat::e2m1), fmt::kE8M0Nan);
   EXPECT_EQ(mx_scale_code(INFINITY, MxScaleRule::round_up, ElementFormat::e4m3), fmt::kE8M0Nan);
+}
+
+namespace {
+// The amaxes the closed forms below are checked on: every BF16 pattern (what the kernels see), every
+// float exponent field with the fractions around each format's fmax and the extremes, and random
+// float bits. Signs, zeros, subnormals, inf and NaN are all in there.
+std::vector<float> amax_sweep() {
+  std::vector<float> v;
+  for (uint32_t b = 0; b < 0x10000u; ++b) v.push_back(fmt::bits_float(b << 16));
+  const uint32_t fractions[] = {0u, 1u, 2u, 0x3fffffu, 0x400000u, 0x400001u, 0x5fffffu, 0x600000u,
+                                0x600001u, 0x7ffffeu, 0x7fffffu};
+  for (uint32_t e = 0; e < 256; ++e) {
+    for (uint32_t f : fractions) v.push_back(fmt::bits_float(e << 23 | f));
+  }
+  std::mt19937_64 g(testdata::fresh_seed());
+  for (int i = 0; i < 2000000; ++i) v.push_back(fmt::bits_float(static_cast<uint32_t>(g())));
+  return v;
+}
+int clamp127(int k) { return std::clamp(k, -127, 127); }
+}  // namespace
+
+// mx_scale_code's closed form (no floor_log2 loop) against the rules' definitions in double.
+TEST(ScaleRules, MxScaleCodeClosedFormMatchesTheDefinitions) {
+  for (ElementFormat f : {ElementFormat::e4m3, ElementFormat::e5m2, ElementFormat::e2m1, ElementFormat::bf16}) {
+    const double fmax = element_max(f);
+    for (float x : amax_sweep()) {
+      const double a = std::fabs(static_cast<double>(x));
+      uint8_t want_ocp = fmt::kE8M0Nan, want_up = fmt::kE8M0Nan;
+      if (std::isfinite(a)) {
+        want_ocp = want_up = 0;
+        if (a > 0.0) {
+          const double r = a / fmax;  // exact at powers of two times fmax, never rounds onto one otherwise
+          const int up = std::ilogb(r) + (r != std::ldexp(1.0, std::ilogb(r)) ? 1 : 0);
+          want_ocp = fmt::encode_e8m0_exponent(clamp127(std::ilogb(a) - element_emax(f)));
+          want_up = fmt::encode_e8m0_exponent(clamp127(up));
+        }
+      }
+      ASSERT_EQ(mx_scale_code(x, MxScaleRule::ocp, f), want_ocp) << "amax bits " << std::hex << fmt::float_bits(x);
+      ASSERT_EQ(mx_scale_code(x, MxScaleRule::round_up, f), want_up) << "amax bits " << std::hex << fmt::float_bits(x);
+    }
+  }
+}
+
+// QuEST's exponent through floor_log2_at_least_m127 equals the clamped floor(log2) definition.
+TEST(ScaleRules, QuestScaleExponentMatchesFloorLog2) {
+  for (float x : amax_sweep()) {
+    const float a = std::fabs(x);
+    if (!std::isfinite(a) || a == 0.0f) continue;
+    const int fl = std::ilogb(static_cast<double>(a));
+    ASSERT_EQ(fmt::floor_log2(a), fl);
+    ASSERT_EQ(fmt::floor_log2_at_least_m127(a), std::max(fl, -127)) << std::hex << fmt::float_bits(a);
+    ASSERT_EQ(quest_scale_exponent(a), clamp127(fl)) << std::hex << fmt::float_bits(a);
+  }
 }
 
 TEST(ScaleRules, Nvfp4) {

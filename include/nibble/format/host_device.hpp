@@ -31,6 +31,14 @@ NIBBLE_HD constexpr int floor_log2(float x) {
   return msb - 149;
 }
 
+// max(floor_log2(|x|), -127) for non-zero x without floor_log2's subnormal loop: the biased exponent
+// field minus 127. Zero and subnormals (field 0) all have floor_log2 <= -127; inf and NaN give 128.
+// Every scale rule clamps its exponent at -127 (E8M0's range), so it may use this in place of
+// floor_log2 whenever the clamp follows (tests/quant/test_scale_rules.cpp checks each such use).
+NIBBLE_HD constexpr int floor_log2_at_least_m127(float x) {
+  return static_cast<int>((float_bits(x) >> 23) & 0xffu) - 127;
+}
+
 NIBBLE_HD constexpr bool is_nan_bits(uint32_t b) { return (b & 0x7fffffffu) > 0x7f800000u; }
 NIBBLE_HD constexpr bool is_inf_bits(uint32_t b) { return (b & 0x7fffffffu) == 0x7f800000u; }
 

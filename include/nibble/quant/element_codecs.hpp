@@ -90,7 +90,7 @@ NIBBLE_HD uint8_t quest_group(const float* g, int n, uint8_t* codes, bool* trust
     return fmt::kE8M0Nan;
   }
   const float t = kQuestClipPerSigma * sigma + kQuestSigmaEpsilon;
-  const int k = clamp_exponent(fmt::floor_log2(t));
+  const int k = quest_scale_exponent(t);
   const float inv = fmt::pow2f(-k);
   for (int i = 0; i < n; ++i) {
     const float v = g[i] * inv;

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# One GPU call: a CUDA kernel change validated and A/B-timed in the same call. Builds this tree in
+# build-gpu (every C++ GPU test runs before any timing) and, alongside it, a copy of the tree with
+# BASE's files laid over it: BASE mirrors repository paths and holds the changed files as they were
+# before the change (carried in .ab/, e.g. `git show HEAD~1:path > .ab/base/path`). Then the FP8 and
+# FP4 kernel benchmarks run in the order base new new base, so drift between runs shows as the spread
+# of the two runs of each side. Everything lands in $OUT/run, packed into $OUT/run.tgz.
+# Usage: BASE=.ab/base bash scripts/gpu_call_kernel_ab.sh   (device tool: carry [".ab"])
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source scripts/gpu_call_lib.sh
+base_src=${BASE:?BASE: folder with the pre-change files}
+tmp=/tmp/nibble-base
+rm -rf "$tmp" && mkdir -p "$tmp"
+tar --exclude='./build*' --exclude=./.ab --exclude=./.git -cf - . | tar -C "$tmp" -xf -
+cp -a "$base_src"/. "$tmp"/
+benches="gpu_quant_fp8_bench gpu_quant_fp4_bench"
+( { cmake -S "$tmp" -B "$tmp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNIBBLE_BENCH=ON &&
+    cmake --build "$tmp/build" -j 6 --target $benches; } >"$R/build-base.txt" 2>&1
+  echo "build rc=$?" >>"$R/build-base.txt" ) &
+bpid=$!
+{ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DNIBBLE_BENCH=ON &&
+  cmake --build build-gpu -j 10 -- -k 0; } >"$R/build.txt" 2>&1
+echo "$(el) build rc=$?"; grep -E "error|FAILED" "$R/build.txt" | head -20
+gpu_ctest
+wait $bpid
+echo "$(el) base $(tail -1 "$R/build-base.txt")"
+i=0
+for side in base new new base; do
+  i=$((i + 1))
+  dir=build-gpu/bench; [ "$side" = base ] && dir=$tmp/build/bench
+  for b in $benches; do
+    timeout 100 "$dir/$b" --json "$R/$i-$side-$b.json" >"$R/$i-$side-$b.txt" 2>&1
+    echo "$(el) $i $side $b rc=$?"
+  done
+done
+tar -C "$OUT" -czf "$OUT/run.tgz" run && rm -rf "$R"
+echo "total $(( $(date +%s) - t0 )) s"
