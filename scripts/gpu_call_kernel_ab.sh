@@ -4,8 +4,10 @@
 # BASE's files laid over it: BASE mirrors repository paths and holds the changed files as they were
 # before the change (carried in .ab/, e.g. `git show HEAD~1:path > .ab/base/path`). Then the FP8 and
 # FP4 kernel benchmarks run in the order base new new base, so drift between runs shows as the spread
-# of the two runs of each side. Everything lands in $OUT/run, packed into $OUT/run.tgz.
-# Usage: BASE=.ab/base bash scripts/gpu_call_kernel_ab.sh   (device tool: carry [".ab"])
+# of the two runs of each side. KNOBS="VAR=VALUE ..." reruns the new FP4 benchmark once per knob;
+# BENCH=1 then runs nibble bench on the default model (JSON, HTML, CSV). Everything lands in $OUT/run,
+# packed into $OUT/run.tgz.
+# Usage: BASE=.ab/base [KNOBS=...] [BENCH=1] bash scripts/gpu_call_kernel_ab.sh   (device tool: carry [".ab"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_call_lib.sh
@@ -34,5 +36,16 @@ for side in base new new base; do
     echo "$(el) $i $side $b rc=$?"
   done
 done
+for k in ${KNOBS:-}; do
+  n=$(echo "$k" | tr '=' '-')
+  env "$k" timeout 100 build-gpu/bench/gpu_quant_fp4_bench --json "$R/knob-$n.json" >"$R/knob-$n.txt" 2>&1
+  echo "$(el) knob $k rc=$?"
+done
+if [ "${BENCH:-0}" = 1 ]; then
+  timeout 150 build-gpu/nibble bench --quiet --json "$R/bench.json" --html "$R/bench.html" --csv "$R/bench.csv" \
+    >"$R/bench.txt" 2>&1
+  echo "$(el) bench rc=$?"
+  gpu_bench_summary bench.json
+fi
 tar -C "$OUT" -czf "$OUT/run.tgz" run && rm -rf "$R"
 echo "total $(( $(date +%s) - t0 )) s"

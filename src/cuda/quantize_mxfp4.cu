@@ -29,7 +29,12 @@ __global__ void __launch_bounds__(kThreads)
   float v[32];
   fp4::load_dense<32>(x + gi * 32, v);
   uint4 packed;
-  const uint8_t s = fp4::mx_group_packed<kStochastic>(v, rule, key, static_cast<uint64_t>(gi) * 32, packed);
+  uint8_t s;
+  if constexpr (!kStochastic && sizeof(In) == 2) {
+    s = fp4::mx_group_packed_bf16(v, rule, packed);
+  } else {
+    s = fp4::mx_group_packed<kStochastic>(v, rule, key, static_cast<uint64_t>(gi) * 32, packed);
+  }
   reinterpret_cast<uint4*>(codes)[gi] = packed;
   scales[gi] = s;
 }
@@ -45,8 +50,9 @@ void launch_quantize(const In* x, int64_t groups, quant::MxScaleRule rule, const
   }
 }
 
-// The MX rule as a rowcol::kernel group policy.
-template <bool kStochastic_>
+// The MX rule as a rowcol::kernel group policy; kBf16 when the tile holds BF16 input (nearest rounding
+// then takes the BF16-pair encoder).
+template <bool kStochastic_, bool kBf16>
 struct MxGroups {
   static constexpr bool kStochastic = kStochastic_;
   static constexpr int kNearestCtas = 4;  // rowcol::launch: 5 measured 0.5-2% slower on the H200
@@ -56,19 +62,25 @@ struct MxGroups {
   __device__ __forceinline__ void apply(float* v, uint64_t index0, uint8_t* __restrict__ codes,
                                         uint8_t* __restrict__ scales) const {
     uint4 packed;
-    const uint8_t s = fp4::mx_group_packed<kStochastic_>(v, rule, key, index0, packed);
+    uint8_t s;
+    if constexpr (!kStochastic_ && kBf16) {
+      s = fp4::mx_group_packed_bf16(v, rule, packed);
+    } else {
+      s = fp4::mx_group_packed<kStochastic_>(v, rule, key, index0, packed);
+    }
     reinterpret_cast<uint4*>(codes)[index0 / 32] = packed;
     scales[index0 / 32] = s;
   }
 };
 
-template <class Loader>
-void launch_rowcol(const Loader& load, int64_t rows, int64_t cols, quant::MxScaleRule rule, const quant::SrKey& sr,
-                   Mxfp4Planes rowwise, Mxfp4Planes colwise, cudaStream_t stream) {
+template <class In>
+void launch_rowcol(const rowcol::DenseLoader<In>& load, int64_t rows, int64_t cols, quant::MxScaleRule rule,
+                   const quant::SrKey& sr, Mxfp4Planes rowwise, Mxfp4Planes colwise, cudaStream_t stream) {
+  constexpr bool kBf16 = sizeof(In) == 2;
   if (sr.enabled) {
-    rowcol::launch(load, rows, cols, MxGroups<true>{rule, sr}, rowwise, colwise, stream);
+    rowcol::launch(load, rows, cols, MxGroups<true, kBf16>{rule, sr}, rowwise, colwise, stream);
   } else {
-    rowcol::launch(load, rows, cols, MxGroups<false>{rule, sr}, rowwise, colwise, stream);
+    rowcol::launch(load, rows, cols, MxGroups<false, kBf16>{rule, sr}, rowwise, colwise, stream);
   }
 }
 

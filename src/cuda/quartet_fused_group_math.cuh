@@ -148,13 +148,11 @@ NIBBLE_HD uint32_t e2m1_magic_bits_sat(float w, const E2m1Magic& m) {
 
 // Packs 32 codes (low byte of mb[i]) with the sign of sb[i] (bit 31) into 16 bytes, low nibble =
 // even element. Device: byte permutes (sign-replicating selectors) instead of per-element shifts.
-#ifdef __CUDA_ARCH__
 __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
   uint32_t r;
   asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
   return r;
 }
-#endif
 // 8 codes (low byte of m[i]) with the signs of s[i] (bit 31) -> one word, low nibble = element 0.
 NIBBLE_HD uint32_t pack8_codes_signs(const uint32_t* m, const uint32_t* s) {
 #ifdef __CUDA_ARCH__
@@ -300,6 +298,100 @@ __device__ __forceinline__ uint8_t mx_group_packed(const float* x, quant::MxScal
     }
   }
   codes = make_uint4(w[0], w[1], w[2], w[3]);
+  return sc;
+}
+
+// ---- the three adds on BF16 pairs: MXFP4 of BF16 input, nearest ----------------------------------
+// For BF16 input, the MX element rule (RNE_E2M1(x 2^-k), saturating) runs the three-add encoder above
+// in bfloat16x2 arithmetic: two elements per instruction, and no BF16 -> FP32 unpacking. BF16 has an
+// 8-bit significand, so the constants are M0 = 2^(6+k) (ulp 2^(k-1)), M1 = 2^(7+k) and M2 = 2^(8+k),
+// and fl(a + M1) * 0.5 + 2^k, fl(a + M2) * 0.25 + 2^(k+1) (one fma.rn.bf16x2 each) are exactly
+// M0 + (c1 + 2) 2^(k-1), M0 + (c2 + 4) 2^(k-1), whose significands 128 + n (n <= 12) fit: the
+// unsigned 16-bit min of the three is (M0's exponent field << 7) + code. Valid for kBf16MagicMinK <=
+// k <= kE2m1MagicMaxK, where every constant is a normal BF16 and a subnormal |x| (< 2^-126 <=
+// 2^(k-6)) has code 0 whether or not the hardware flushes it. Checked exhaustively on the CPU (every
+// BF16 x, every k in range, the BF16 operations modelled as IEEE round-to-nearest-even: tests/cuda/
+// test_quartet_fused_forward.cu) and bit-exact through the MXFP4 kernel tests on the GPU.
+inline constexpr int kBf16MagicMinK = -120;
+struct Bf16Magic {
+  uint32_t m0, m1, m2, h1, h2;  // BF16 pairs (both halfwords equal): 2^(6+k), 2^(7+k), 2^(8+k), 2^k, 2^(k+1)
+  uint32_t sat;                 // 6 * 2^k = 1.5 * 2^(k+2)
+};
+NIBBLE_HD constexpr uint32_t bf16x2_pow2(int e) {
+  const uint32_t h = static_cast<uint32_t>(e + 127) << 7;
+  return h | (h << 16);
+}
+NIBBLE_HD constexpr Bf16Magic bf16_magic(int k) {
+  return {bf16x2_pow2(6 + k), bf16x2_pow2(7 + k), bf16x2_pow2(8 + k),
+          bf16x2_pow2(k),     bf16x2_pow2(k + 1), bf16x2_pow2(k + 2) | 0x00400040u};
+}
+inline constexpr uint32_t kBf16x2Half = 0x3f003f00u, kBf16x2Quarter = 0x3e803e80u;
+
+__device__ __forceinline__ uint32_t bf16x2_min(uint32_t a, uint32_t b) {
+  uint32_t r;
+  asm("min.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+__device__ __forceinline__ uint32_t bf16x2_add(uint32_t a, uint32_t b) {
+  uint32_t r;
+  asm("add.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+__device__ __forceinline__ uint32_t bf16x2_fma(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t r;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+  return r;
+}
+// Magnitude codes of the two BF16 magnitudes in a (sign bits clear): per halfword (exponent << 7) + code.
+__device__ __forceinline__ uint32_t e2m1_magic_bf16x2(uint32_t a, const Bf16Magic& m) {
+  a = bf16x2_min(a, m.sat);
+  const uint32_t y0 = bf16x2_add(a, m.m0);
+  const uint32_t x1 = bf16x2_fma(bf16x2_add(a, m.m1), kBf16x2Half, m.h1);
+  const uint32_t x2 = bf16x2_fma(bf16x2_add(a, m.m2), kBf16x2Quarter, m.h2);
+  return __vimin3_u16x2(y0, x1, x2);
+}
+// 8 codes: magnitudes in the low 3 bits of each halfword of m[0..3] (low halfword = even element; bit
+// 7 may hold an exponent bit), signs from bits 15 and 31 of the BF16 pairs s[0..3] -> one word, low
+// nibble = element 0. prmt selector 0xFDB9 replicates the sign bits of bytes 1, 3, 5, 7.
+__device__ __forceinline__ uint32_t pack8_bf16_codes_signs(const uint32_t* m, const uint32_t* s) {
+  const uint32_t lo = __byte_perm(m[0], m[1], 0x6420) | (prmt(s[0], s[1], 0xFDB9) & 0x08080808u);  // elements 0..3
+  const uint32_t hi = __byte_perm(m[2], m[3], 0x6420) | (prmt(s[2], s[3], 0xFDB9) & 0x08080808u);  // elements 4..7
+  const uint32_t even = __byte_perm(lo, hi, 0x6420), odd = __byte_perm(lo, hi, 0x7531);
+  return (even & 0x0F0F0F0Fu) | ((odd & 0x0F0F0F0Fu) << 4);
+}
+
+// mx_group_packed<false> for 32 values that are BF16 (the kernels' BF16 input, unpacked to float):
+// the floats are dead once packed into pairs (the rare fallback unpacks the pairs again).
+__device__ __forceinline__ uint8_t mx_group_packed_bf16(const float* x, quant::MxScaleRule rule, uint4& codes) {
+  uint32_t w[16];
+  uint32_t m = 0;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    w[i] = __byte_perm(fmt::float_bits(x[2 * i]), fmt::float_bits(x[2 * i + 1]), 0x7632);
+    m = __vmaxu2(m, w[i] & 0x7fff7fffu);  // |BF16| bits: NaN above inf above every finite value
+  }
+  const uint8_t sc = quant::mx_scale_code(quant::amax_from_bits(max(m << 16, m & 0xffff0000u)), rule,
+                                          quant::ElementFormat::e2m1);
+  const int k = static_cast<int>(sc) - 127;
+  if (sc == fmt::kE8M0Nan || k < kBf16MagicMinK || k > kE2m1MagicMaxK) {  // NaN block, or k out of range: rare
+    float y[32];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      y[2 * i] = fmt::bits_float(w[i] << 16);
+      y[2 * i + 1] = fmt::bits_float(w[i] & 0xffff0000u);
+    }
+    return mx_group_packed<false>(y, rule, quant::SrKey{}, 0, codes);
+  }
+  const Bf16Magic mg = bf16_magic(k);
+  uint32_t out[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    uint32_t c[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) c[i] = e2m1_magic_bf16x2(w[4 * j + i] & 0x7fff7fffu, mg);
+    out[j] = pack8_bf16_codes_signs(c, w + 4 * j);
+  }
+  codes = make_uint4(out[0], out[1], out[2], out[3]);
   return sc;
 }
 

@@ -1,7 +1,8 @@
 // GPU == CPU reference, bit for bit, for the FP4 kernels: Quartet forward (Hadamard + QuEST/absmax),
 // backward quantizer (row-wise, column-wise, both, stochastic, from MXFP4), epilogue, MXFP4
 // quantizer and decode. Fresh random BF16 data each run (normals times 2^U(-24, 24) per row, plus
-// zero groups, NaN, inf, BF16 subnormals and exact E2M1 ties); outputs poisoned with 0xA5 first.
+// zero groups, NaN, inf, BF16 subnormals, exact E2M1 ties and extreme scales); outputs poisoned with
+// 0xA5 first.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -52,6 +53,14 @@ std::vector<uint16_t> make_input(int64_t rows, int64_t cols, std::mt19937_64& rn
     const float ties[] = {4.0f, 0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, -0.25f, -2.5f, -3.5f, 1.0f, -1.0f};
     for (int c = 0; c < 32; ++c) at(5, c) = fmt::encode_bf16(ties[c % 12]);
     for (int c = 32; c < 64; ++c) at(6, c) = fmt::encode_bf16(c % 2 ? 1e-30f : -3e4f);  // huge spread
+    // Scales at the ends of the BF16-pair encoder's range (fp4::kBf16MagicMinK = -120, kE2m1MagicMaxK =
+    // 100) and beyond it (the generic paths take over): one 32-group each, MX exponents 111, 100,
+    // -120 and -124.
+    const float ends[] = {0x1p112f, 0x1p101f, 0x1p-119f, 0x1p-123f};
+    for (int64_t c = 0; c < std::min<int64_t>(cols, 128); ++c) {
+      const float m = 1.0f + static_cast<float>(c % 16) / 8.0f;  // 1 .. 2.875: floor(log2 amax) = log2(end) + 1
+      at(7, c) = fmt::encode_bf16(ends[c / 32] * m * (c % 3 ? 1.0f : -1.0f));
+    }
   }
   return x;
 }

@@ -8,6 +8,8 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
@@ -345,6 +347,95 @@ TEST(E2m1FaddEncoder, GpuExhaustiveAllFloatBitPatterns) {
   compare_all<<<4096, 256>>>(d.p);
   NIBBLE_CHECK_LAUNCH();
   EXPECT_EQ(d.download()[0], 0ull);
+}
+
+
+// ---- the BF16-pair three-add encoder (MXFP4 of BF16 input, nearest) -------------------------------
+// Reference for element x of a group with scale 2^k: fmt::encode_e2m1(x 2^-k) (satfinite, sign kept;
+// clamped to +-8 first so that no product overflows: every magnitude from 6 up is code 7 either way).
+__host__ __device__ uint8_t bf16_reference_code(uint16_t x, int k) {
+  const float v = fmt::decode_bf16(x) * fmt::pow2f(-k);
+  return fmt::encode_e2m1(v > 8.0f ? 8.0f : (v < -8.0f ? -8.0f : v));
+}
+// Non-finite patterns never reach the encoder (their group's scale is NaN): test their sign as zero.
+__host__ __device__ uint16_t finite_or_signed_zero(uint32_t p) {
+  return static_cast<uint16_t>(((p >> 7) & 0xffu) == 0xffu ? p & 0x8000u : p);
+}
+
+// IEEE round-to-nearest-even to BF16 (8-bit significand, subnormals down to 2^-133), as a model of
+// add.rn.bf16x2 / fma.rn.bf16x2 / min.bf16x2 on one lane; sums of BF16 values are exact in double
+// here or far below half an ulp of the constant they are added to.
+double bf16_rne(double v) {
+  if (v == 0.0) return v;
+  int e = 0;
+  std::frexp(v, &e);                         // |v| in [2^(e-1), 2^e)
+  const double q = std::ldexp(1.0, std::max(e - 8, -133));
+  return std::nearbyint(v / q) * q;          // default rounding mode: to nearest, ties to even
+}
+double bf16_half(uint32_t pair) { return fmt::decode_bf16(static_cast<uint16_t>(pair & 0xffffu)); }
+uint16_t bf16_bits_of(double v) { return static_cast<uint16_t>(fmt::float_bits(static_cast<float>(v)) >> 16); }
+
+// The encoder's magnitude code of BF16 x under the model (what e2m1_magic_bf16x2 computes per lane).
+uint32_t bf16_model_code(uint16_t x, int k) {
+  const cuda::fp4::Bf16Magic m = cuda::fp4::bf16_magic(k);
+  const double a = std::min(std::fabs(static_cast<double>(fmt::decode_bf16(x))), bf16_half(m.sat));
+  const double y0 = bf16_rne(a + bf16_half(m.m0));
+  const double x1 = bf16_rne(bf16_rne(a + bf16_half(m.m1)) * 0.5 + bf16_half(m.h1));
+  const double x2 = bf16_rne(bf16_rne(a + bf16_half(m.m2)) * 0.25 + bf16_half(m.h2));
+  const uint16_t lo = std::min({bf16_bits_of(y0), bf16_bits_of(x1), bf16_bits_of(x2)});
+  return lo & 0x7u;
+}
+
+TEST(E2m1MagicEncoder, Bf16PairsCpuModelEqualsReferenceOnEveryBf16AndScale) {
+  static_assert(cuda::fp4::kBf16x2Half == 0x3f003f00u && cuda::fp4::kBf16x2Quarter == 0x3e803e80u, "0.5, 0.25");
+  int64_t checked = 0;
+  for (int k = cuda::fp4::kBf16MagicMinK; k <= cuda::fp4::kE2m1MagicMaxK; ++k) {
+    for (uint32_t p = 0; p < 0x10000u; ++p) {
+      const uint16_t x = finite_or_signed_zero(p);
+      const uint32_t got = bf16_model_code(x, k) | ((x >> 12) & 0x8u);
+      ++checked;
+      if (got != bf16_reference_code(x, k)) {
+        FAIL() << "k " << k << " x 0x" << std::hex << x << ": model 0x" << got << ", reference 0x"
+               << int(bf16_reference_code(x, k));
+      }
+    }
+  }
+  EXPECT_EQ(checked, int64_t{0x10000} * (cuda::fp4::kE2m1MagicMaxK - cuda::fp4::kBf16MagicMinK + 1));
+}
+
+// The same on the GPU's own BF16 instructions and the packer: 8 consecutive patterns per thread,
+// every finite BF16 for every k in range, each nibble against the reference.
+__global__ void bf16_magic_all(int k0, unsigned long long* mismatches, unsigned int* first_bad) {
+  const int k = k0 + static_cast<int>(blockIdx.y);
+  const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;  // patterns 8 t .. 8 t + 7
+  if (t >= 0x10000u / 8) return;
+  uint16_t x[8];
+  for (int e = 0; e < 8; ++e) x[e] = finite_or_signed_zero(8 * t + e);
+  uint32_t w[4], c[4];
+  const cuda::fp4::Bf16Magic mg = cuda::fp4::bf16_magic(k);
+  for (int j = 0; j < 4; ++j) {
+    w[j] = x[2 * j] | (static_cast<uint32_t>(x[2 * j + 1]) << 16);
+    c[j] = cuda::fp4::e2m1_magic_bf16x2(w[j] & 0x7fff7fffu, mg);
+  }
+  const uint32_t got = cuda::fp4::pack8_bf16_codes_signs(c, w);
+  for (int e = 0; e < 8; ++e) {
+    if (((got >> (4 * e)) & 0xFu) != bf16_reference_code(x[e], k)) {
+      if (atomicAdd(mismatches, 1ull) == 0ull) *first_bad = (static_cast<unsigned int>(k + 1000) << 16) | x[e];
+    }
+  }
+}
+
+TEST(E2m1MagicEncoder, Bf16PairsGpuExhaustiveEveryBf16AndScale) {
+  NIBBLE_REQUIRE_GPU();
+  DeviceBuffer<unsigned long long> d(1);
+  DeviceBuffer<unsigned int> first(1);
+  NIBBLE_CUDA_CHECK(cudaMemset(d.p, 0, sizeof(unsigned long long)));
+  NIBBLE_CUDA_CHECK(cudaMemset(first.p, 0, sizeof(unsigned int)));
+  const int ks = cuda::fp4::kE2m1MagicMaxK - cuda::fp4::kBf16MagicMinK + 1;
+  bf16_magic_all<<<dim3(0x10000 / 8 / 256, ks), 256>>>(cuda::fp4::kBf16MagicMinK, d.p, first.p);
+  NIBBLE_CHECK_LAUNCH();
+  const unsigned int f = first.download()[0];
+  EXPECT_EQ(d.download()[0], 0ull) << "first: k " << static_cast<int>(f >> 16) - 1000 << " x 0x" << std::hex << (f & 0xffffu);
 }
 
 }  // namespace
