@@ -29,6 +29,8 @@ prof quartet-bwd-rowcol-rn 'QuartetGroupsILi32ELb0EEENS1_11DenseLoaderIt'
 prof quartet-bwd-from-mxfp4 'QuartetGroupsILi32ELb0EEENS1_11Mxfp4Loader'
 prof nvfp4-amax 'nvfp4_amax_kernelIt'
 prof nvfp4-encode 'nvfp4_encode_kernelItLb0E'
+prof nvfp4-encode-sr 'nvfp4_encode_kernelItLb1E'
+prof quartet-bwd-rowcol-sr 'QuartetGroupsILi32ELb1EEENS1_11DenseLoaderIt'
 prof mxfp4-rowcol 'MxGroupsILb0E'
 prof mxfp8-rowcol 'quantize_mxfp8_kernelILb0E' "$b8 --reps 20"
 prof fp8-block-rowcol 'quantize_fp8_block_kernelILNS1_11GranularityE0ELb0E' "$b8 --reps 20"

@@ -256,7 +256,8 @@ inline dim3 grid(int64_t rows, int64_t cols) {
 // CTAs per SM the launch asks the compiler to fit (the register cap follows: 64 at 4, 48 at 5).
 // The tile is issue-bound (ncu on the H200, 2026-12-04: 79-80% issue-slot use at 4 and at 5 CTAs),
 // so more resident warps gain little: at 5 the Quartet backward tile ran 2.0-2.4% faster, the MXFP4
-// one 0.5-2% slower (docs/perf/2026-12-04-h200-session16.md). Groups::kNearestCtas is each policy's
+// one 0.5-2% slower (docs/perf/2026-12-04-h200-session16.md), and 2-3% faster once its encoder ran on
+// BF16 pairs (session 18). Groups::kNearestCtas is each policy's
 // choice for nearest rounding; 5 applies only where 48 registers do not spill (ptxas -v: BF16 and
 // MXFP4 input, Loader::kFitsFiveCtas); stochastic kernels (Philox state) always take 4.
 // NIBBLE_ROWCOL_MIN_BLOCKS=4 or 5 overrides the policies' choice (the A/B knob).

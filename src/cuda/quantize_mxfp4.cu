@@ -22,7 +22,7 @@ constexpr int kThreads = 256;
 
 template <bool kStochastic, class In>
 __global__ void __launch_bounds__(kThreads)
-    quantize_mxfp4_kernel(const In* __restrict__ x, int64_t groups, quant::MxScaleRule rule, quant::SrKey key,
+    quantize_mxfp4_kernel(const In* __restrict__ x, int64_t groups, quant::MxScaleRule rule, fp4::SrDraw key,
                           uint8_t* __restrict__ codes, uint8_t* __restrict__ scales) {
   const int64_t gi = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (gi >= groups) return;
@@ -55,10 +55,12 @@ void launch_quantize(const In* x, int64_t groups, quant::MxScaleRule rule, const
 template <bool kStochastic_, bool kBf16>
 struct MxGroups {
   static constexpr bool kStochastic = kStochastic_;
-  static constexpr int kNearestCtas = 4;  // rowcol::launch: 5 measured 0.5-2% slower on the H200
+  // rowcol::launch: with the BF16-pair encoder 5 CTAs ran 2-3% faster than 4 on the H200 (session 18,
+  // run 3; with the FP32 encoder 5 had been 0.5-2% slower). FP32 input stays at 4 (Loader::kFitsFiveCtas).
+  static constexpr int kNearestCtas = kBf16 ? 5 : 4;
   static_assert(kNearestCtas == 4 || kNearestCtas == 5, "rowcol::launch instantiates 4 and 5 CTAs per SM");
   quant::MxScaleRule rule;
-  quant::SrKey key;
+  fp4::SrDraw key;
   __device__ __forceinline__ void apply(float* v, uint64_t index0, uint8_t* __restrict__ codes,
                                         uint8_t* __restrict__ scales) const {
     uint4 packed;

@@ -47,7 +47,8 @@ struct Copy {
 struct Params {
   int64_t rows = 0, cols = 0;
   int block_rows = 1;
-  quant::SrKey key;
+  quant::SrKey key;  // the reference path's
+  fp4::SrDraw draw;  // the fast path's: the same generator with host-computed round keys
   Copy row, col;
 };
 
@@ -229,14 +230,15 @@ __device__ __forceinline__ uint8_t block_code(uint32_t bits, const CopyScale& c)
 // quant::nvfp4_encode_element(v[j], sc, s, key, first + j) for each j (first % 4 == 0).
 template <int N, bool kSr>
 __device__ __forceinline__ void encode_block(const float* v, uint8_t sc, float2 dr, const CopyScale& cs,
-                                             const quant::SrKey& key, uint64_t first, uint32_t* out) {
+                                             const quant::SrKey& key, const fp4::SrDraw& draw, uint64_t first,
+                                             uint32_t* out) {
   const float d = dr.x, r = dr.y;
   if (r != 0.0f) {
     // RN(v / d); |v / d| >= 8 (or a NaN from an overflowing v r) saturates to code 7 in both encoders.
     if constexpr (kSr) {
 #pragma unroll
       for (int j = 0; j < N / 8; ++j) out[j] = 0;
-      fp4::for_each_random_word<N>(key, first, [&](int j, uint32_t bits) {
+      fp4::for_each_random_word<N>(draw, first, [&](int j, uint32_t bits) {
         const uint32_t m = fp4::encode_e2m1_sr_fast(fabsf(div_rn_by_recip(v[j], d, r)), bits);
         out[j / 8] |= (((fmt::float_bits(v[j]) >> 28) & 0x8u) | m) << (4 * (j % 8));
       });
@@ -404,7 +406,7 @@ __global__ void __launch_bounds__(kThreads, kEncodeMinBlocks<kSr>) nvfp4_encode_
       const uint8_t sc = block_code(block16 ? blk : amax_bits_of<kChunkRows>(w, cs.f), cs);
       const int64_t col = col0 + k;
       uint32_t out[2];
-      encode_block<16, kSr>(w, sc, table[1][sc], cs, p.key, static_cast<uint64_t>(col * p.rows + row0), out);
+      encode_block<16, kSr>(w, sc, table[1][sc], cs, p.key, p.draw, static_cast<uint64_t>(col * p.rows + row0), out);
       if (in) {
         if (!block16) {
           p.col.scales[col * gpr + row0 / 16] = sc;
@@ -448,7 +450,8 @@ __global__ void __launch_bounds__(kThreads, kEncodeMinBlocks<kSr>) nvfp4_encode_
       for (int r = 0; r < 2; ++r) {
         const int64_t row = row0 + i + r;
         uint32_t out[1];
-        encode_block<8, kSr>(v[r], sc[r], table[0][sc[r]], rs, p.key, static_cast<uint64_t>(row * p.cols + col0), out);
+        encode_block<8, kSr>(v[r], sc[r], table[0][sc[r]], rs, p.key, p.draw, static_cast<uint64_t>(row * p.cols + col0),
+                             out);
         if (cols_in && row < p.rows) {
           if (!block16) {
             if (half == 0) p.row.scales[row * gpr + col0 / 16] = sc[r];
@@ -522,6 +525,7 @@ const char* quantize_nvfp4(const void* x, Fp4DenseType type, int64_t rows, int64
   p.cols = cols;
   p.block_rows = static_cast<int>(options.block_rows);
   p.key = options.rounding;
+  p.draw = options.rounding;
   p.row = {rowwise.codes, rowwise.scales, reinterpret_cast<uint32_t*>(rowwise.global_scale), options.rowwise_rht};
   p.col = {colwise.codes, colwise.scales, reinterpret_cast<uint32_t*>(colwise.global_scale), options.colwise_rht};
   if (p.row.codes) NIBBLE_CUDA_CHECK(cudaMemsetAsync(p.row.amax_bits, 0, sizeof(uint32_t), stream));

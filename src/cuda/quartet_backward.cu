@@ -35,7 +35,7 @@ using bwd::SignBits;
 
 template <int R, bool kSr, class In>
 __global__ void __launch_bounds__(kThreads)
-    backward_rowwise_kernel(const In* __restrict__ x, int64_t rows, int64_t cols, SignBits signs, quant::SrKey key,
+    backward_rowwise_kernel(const In* __restrict__ x, int64_t rows, int64_t cols, SignBits signs, fp4::SrDraw key,
                             uint8_t* __restrict__ codes, uint8_t* __restrict__ scales) {
   constexpr int N = R > 32 ? R : 32;
   const int64_t per_row = cols / N;

@@ -78,7 +78,7 @@ __device__ __forceinline__ void rotate_signed(float* v, const SignBits& s) {
 // writes the packed codes and the scale of group index0 / 32. kSr is a template parameter so the
 // nearest-even kernels carry no generator code and no registers for it.
 template <bool kSr>
-__device__ __forceinline__ void quantize_store_group(const float* v, const quant::SrKey& key, uint64_t index0,
+__device__ __forceinline__ void quantize_store_group(const float* v, const fp4::SrDraw& key, uint64_t index0,
                                                      uint8_t* __restrict__ codes, uint8_t* __restrict__ scales) {
   uint4 packed;
   const uint8_t s = fp4::backward_group_packed<kSr>(v, key, index0, packed);
@@ -94,7 +94,7 @@ struct QuartetGroups {
   static constexpr int kNearestCtas = 5;  // rowcol::launch: 2.0-2.4% faster than 4 on the H200
   static_assert(kNearestCtas == 4 || kNearestCtas == 5, "rowcol::launch instantiates 4 and 5 CTAs per SM");
   SignBits signs;
-  quant::SrKey key;
+  fp4::SrDraw key;
   __device__ __forceinline__ void apply(float* v, uint64_t index0, uint8_t* __restrict__ codes,
                                         uint8_t* __restrict__ scales) const {
     rotate_signed<R, 32>(v, signs);

@@ -47,31 +47,26 @@ NIBBLE_HD uint8_t encode_e2m1_fadd(float x) {
 }
 
 // == fmt::encode_e2m1_sr(x, r) for every float x and r, without the generic encoder's 64-bit
-// significand arithmetic. With b = bits(|x|) and E = b >> 23:
-//  - |x| >= 1 (E >= 127): the E2M1 step is 2^(E-127-1) and the rounding remainder is the low 22
-//    mantissa bits, so the round-down code is (b >> 22) - 252 and P(up) = (b << 10) / 2^32;
-//  - |x| < 1: step 0.5; round-down code 1 for |x| in [0.5, 1) (E = 126), else 0, and the
-//    threshold floor(frac * 2^32) is the high word of sig << (E - 85) (bits above 2^64 are the
-//    round-down code, dropped), 0 once E <= 93 (and for zeros/subnormals, as the reference).
-// Codes saturate at 7 (satfinite; +-inf -> +-6); NaN -> 0x7 without sign. Checked against
-// fmt::encode_e2m1_sr on the CPU (tests/cuda/test_quartet_fused_forward.cu) and through the SR
-// kernels' GPU tests.
+// significand arithmetic and without a branch on the value (the elements of a warp straddle 1.0, so
+// the two-case form ran both cases). With b = bits(|x|), E = b >> 23 and sig = the 24-bit
+// significand, y = sig * 2^(min(E, 127) - 117) = (sig << 10) >> (127 - min(E, 127)) (truncated) is
+// |x| / step as a fixed-point number with 32 fraction bits, where step = 0.5 below 2 and
+// 2^(E-127-1) above: the round-down code is its integer part plus 2 (E - 127) for E >= 127 (the
+// binades [2, 4) and [4, 8) start at codes 4 and 6), and P(up) = its fraction / 2^32. Zeros and
+// subnormals (E = 0) give y = 0. Codes saturate at 7 (satfinite; +-inf -> +-6); NaN -> 0x7
+// without sign. Checked against fmt::encode_e2m1_sr on the CPU (tests/cuda/
+// test_quartet_fused_forward.cu) and through the SR kernels' GPU tests.
 NIBBLE_HD uint32_t encode_e2m1_sr_fast(float x, uint32_t r) {
   const uint32_t bx = fmt::float_bits(x);
   const uint32_t b = bx & 0x7fffffffu;
-  if (b > 0x7f800000u) return 0x7u;
   const uint32_t e = b >> 23;
-  uint32_t code;
-  if (e >= 127u) {
-    code = (b >> 22) - 252u + (r < (b << 10) ? 1u : 0u);
-    code = code < 7u ? code : 7u;
-  } else {
-    const uint32_t sig = (b & 0x7fffffu) | 0x800000u;
-    const uint32_t sh = e > 85u ? e - 85u : 0u;
-    const uint32_t thr = static_cast<uint32_t>((static_cast<uint64_t>(sig) << sh) >> 32);
-    code = (e == 126u ? 1u : 0u) + (r < thr ? 1u : 0u);
-  }
-  return ((bx >> 28) & 0x8u) | code;
+  const uint32_t sig = (b & 0x7fffffu) | 0x800000u;
+  const uint32_t down = 127u - (e < 127u ? e : 127u);  // right shift: 0 from 1.0 up
+  const uint64_t y = (static_cast<uint64_t>(sig) << 10) >> (down < 63u ? down : 63u);
+  const uint32_t binade = e > 127u ? e - 127u : 0u;
+  uint32_t code = static_cast<uint32_t>(y >> 32) + 2u * binade + (r < static_cast<uint32_t>(y) ? 1u : 0u);
+  code = code < 7u ? code : 7u;
+  return b > 0x7f800000u ? 0x7u : (((bx >> 28) & 0x8u) | code);
 }
 
 // max |x[i]| of 32 values with NaN propagation (max.NaN.f32 on |x|, one FMNMX per element instead
@@ -174,17 +169,29 @@ NIBBLE_HD uint4 pack_codes_signs(const uint32_t* mb, const uint32_t* sb) {
                     pack8_codes_signs(mb + 24, sb + 24));
 }
 
+// What the GPU's stochastic rounding draws from: quant::SrKey's stream and the Philox round keys of
+// its seed, computed on the host where a kernel parameter (or a group policy in one) is built from the
+// key, so every round's key is a constant-memory operand (fmt::PhiloxKeys). Converts implicitly from
+// quant::SrKey; build it on the host, not per thread.
+struct SrDraw {
+  fmt::PhiloxKeys keys{};
+  uint32_t stream = 0;
+  SrDraw() = default;
+  __host__ __device__ SrDraw(const quant::SrKey& k)  // NOLINT(google-explicit-constructor): launch arguments
+      : keys(fmt::philox_round_keys(static_cast<uint32_t>(k.seed), static_cast<uint32_t>(k.seed >> 32))),
+        stream(k.stream) {}
+};
+
 // kWords (a multiple of 4) random words of elements first .. first+kWords-1 (first % 4 == 0), 4 per
-// Philox block, calling f(i, r).
+// Philox block (fmt::random_bits's counter and key), calling f(i, r).
 template <int kWords = 32, class F>
-__device__ __forceinline__ void for_each_random_word(const quant::SrKey& key, uint64_t first, F&& f) {
+__device__ __forceinline__ void for_each_random_word(const SrDraw& draw, uint64_t first, F&& f) {
   static_assert(kWords % 4 == 0, "whole Philox blocks");
 #pragma unroll
   for (int q = 0; q < kWords / 4; ++q) {
     const uint64_t block = (first >> 2) + static_cast<uint64_t>(q);
     const fmt::Philox4 r = fmt::philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-                                              key.stream, 0x6e69626cu /* as fmt::random_bits */,
-                                              static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32));
+                                              draw.stream, 0x6e69626cu /* as fmt::random_bits */, draw.keys);
 #pragma unroll
     for (int j = 0; j < 4; ++j) f(4 * q + j, r.v[j]);
   }
@@ -268,7 +275,7 @@ __device__ __forceinline__ uint8_t absmax_forward_group_packed(const float* g, u
 
 // quant::quantize_mx_group(x, 32, e2m1, rule, key, first, ...) with packed codes; first % 4 == 0.
 template <bool kStochastic>
-__device__ __forceinline__ uint8_t mx_group_packed(const float* x, quant::MxScaleRule rule, const quant::SrKey& key,
+__device__ __forceinline__ uint8_t mx_group_packed(const float* x, quant::MxScaleRule rule, const SrDraw& key,
                                                    uint64_t first, uint4& codes) {
   const uint8_t sc = quant::mx_scale_code(amax32(x), rule, quant::ElementFormat::e2m1);
   uint32_t w[4] = {0, 0, 0, 0};
@@ -380,7 +387,7 @@ __device__ __forceinline__ uint8_t mx_group_packed_bf16(const float* x, quant::M
       y[2 * i] = fmt::bits_float(w[i] << 16);
       y[2 * i + 1] = fmt::bits_float(w[i] & 0xffff0000u);
     }
-    return mx_group_packed<false>(y, rule, quant::SrKey{}, 0, codes);
+    return mx_group_packed<false>(y, rule, SrDraw{}, 0, codes);
   }
   const Bf16Magic mg = bf16_magic(k);
   uint32_t out[4];
@@ -397,7 +404,7 @@ __device__ __forceinline__ uint8_t mx_group_packed_bf16(const float* x, quant::M
 
 // quant::quartet_backward_group(x, 32, key, first, ...) with packed codes; first % 4 == 0.
 template <bool kStochastic>
-__device__ __forceinline__ uint8_t backward_group_packed(const float* x, const quant::SrKey& key, uint64_t first,
+__device__ __forceinline__ uint8_t backward_group_packed(const float* x, const SrDraw& key, uint64_t first,
                                                          uint4& codes) {
   const float amax = amax32(x);
   if (!quant::is_finite(amax) || amax == 0.0f) {
