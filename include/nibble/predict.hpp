@@ -84,8 +84,8 @@ struct Calibration {
 };
 
 // The measured `nibble bench --json` result the default calibration is fitted on, in data/calibration/
-// (docs/perf/2026-12-04-h200/session17/run8/bench.json: codonfm-5b, every recipe, pre-quantized + step).
-inline constexpr const char* kMeasuredCalibrationFile = "h200-nibble-bench-2026-12-04-session17.json";
+// (docs/perf/2026-12-04-h200/session18/run5/bench.json: codonfm-5b, every recipe, pre-quantized + step).
+inline constexpr const char* kMeasuredCalibrationFile = "h200-nibble-bench-2026-12-04-session18.json";
 
 // kMeasuredCalibrationFile when present, else data/calibration/h200-spec-reference.json, fitted.
 Calibration default_calibration();
