@@ -29,12 +29,8 @@ __global__ void __launch_bounds__(kThreads)
   float v[32];
   fp4::load_dense<32>(x + gi * 32, v);
   uint4 packed;
-  uint8_t s;
-  if constexpr (!kStochastic && sizeof(In) == 2) {
-    s = fp4::mx_group_packed_bf16(v, rule, packed);
-  } else {
-    s = fp4::mx_group_packed<kStochastic>(v, rule, key, static_cast<uint64_t>(gi) * 32, packed);
-  }
+  const uint8_t s =
+      fp4::mx_group_encode<kStochastic, sizeof(In) == 2>(v, rule, key, static_cast<uint64_t>(gi) * 32, packed);
   reinterpret_cast<uint4*>(codes)[gi] = packed;
   scales[gi] = s;
 }
@@ -64,12 +60,7 @@ struct MxGroups {
   __device__ __forceinline__ void apply(float* v, uint64_t index0, uint8_t* __restrict__ codes,
                                         uint8_t* __restrict__ scales) const {
     uint4 packed;
-    uint8_t s;
-    if constexpr (!kStochastic_ && kBf16) {
-      s = fp4::mx_group_packed_bf16(v, rule, packed);
-    } else {
-      s = fp4::mx_group_packed<kStochastic_>(v, rule, key, index0, packed);
-    }
+    const uint8_t s = fp4::mx_group_encode<kStochastic_, kBf16>(v, rule, key, index0, packed);
     reinterpret_cast<uint4*>(codes)[index0 / 32] = packed;
     scales[index0 / 32] = s;
   }

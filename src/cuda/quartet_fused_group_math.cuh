@@ -402,6 +402,18 @@ __device__ __forceinline__ uint8_t mx_group_packed_bf16(const float* x, quant::M
   return sc;
 }
 
+// The MX group encoder of a kernel: the BF16-pair one for BF16 input with nearest rounding, else
+// mx_group_packed.
+template <bool kStochastic, bool kBf16>
+__device__ __forceinline__ uint8_t mx_group_encode(const float* x, quant::MxScaleRule rule, const SrDraw& key,
+                                                   uint64_t first, uint4& codes) {
+  if constexpr (!kStochastic && kBf16) {
+    return mx_group_packed_bf16(x, rule, codes);
+  } else {
+    return mx_group_packed<kStochastic>(x, rule, key, first, codes);
+  }
+}
+
 // quant::quartet_backward_group(x, 32, key, first, ...) with packed codes; first % 4 == 0.
 template <bool kStochastic>
 __device__ __forceinline__ uint8_t backward_group_packed(const float* x, const SrDraw& key, uint64_t first,
