@@ -1,9 +1,9 @@
-# Sourced by the one-call GPU scripts (gpu_call_final.sh, gpu_call_ab.sh, gpu_call_validate.sh): sets R=$OUT/run, t0 and
+# Sourced by the one-call GPU scripts (gpu_call_*.sh): sets R (default $OUT/run), t0 and
 # el (elapsed-time prefix), records the GPU, and gpu_build_and_python_tests builds the C++/CUDA tree
 # in build-gpu (BUILD_JOBS, default 10) while the Python extension builds and its GPU tests run
 # (PY_JOBS, default 6), then runs the C++ GPU tests. Logs: $R/{gpu,build,python-gpu,gpu-tests}.txt.
 export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
-R=$OUT/run
+R=${R:-$OUT/run}  # a caller may name its own output folder first
 mkdir -p "$R"
 t0=$(date +%s)
 el() { echo "[$(( $(date +%s) - t0 )) s]"; }

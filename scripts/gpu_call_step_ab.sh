@@ -7,9 +7,8 @@
 # Everything lands in $OUT/ab, packed into $OUT/ab.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
 R=$OUT/ab
-mkdir -p "$R"
+source scripts/gpu_call_lib.sh
 JOBS=16 DEADLINE=${PY_DEADLINE:-220} OUT=$R bash scripts/gpu_python_test.sh "$@" >"$R/python-gpu.txt" 2>&1
 tail -2 "$R/python-gpu.txt"
 recipes=${RECIPES:-bf16,fp8-delayed,fp8-current}
