@@ -178,8 +178,7 @@ struct SrDraw {
   uint32_t stream = 0;
   SrDraw() = default;
   __host__ __device__ SrDraw(const quant::SrKey& k)  // NOLINT(google-explicit-constructor): launch arguments
-      : keys(fmt::philox_round_keys(static_cast<uint32_t>(k.seed), static_cast<uint32_t>(k.seed >> 32))),
-        stream(k.stream) {}
+      : keys(fmt::seed_round_keys(k.seed)), stream(k.stream) {}
 };
 
 // kWords (a multiple of 4) random words of elements first .. first+kWords-1 (first % 4 == 0), 4 per
@@ -189,9 +188,7 @@ __device__ __forceinline__ void for_each_random_word(const SrDraw& draw, uint64_
   static_assert(kWords % 4 == 0, "whole Philox blocks");
 #pragma unroll
   for (int q = 0; q < kWords / 4; ++q) {
-    const uint64_t block = (first >> 2) + static_cast<uint64_t>(q);
-    const fmt::Philox4 r = fmt::philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-                                              draw.stream, 0x6e69626cu /* as fmt::random_bits */, draw.keys);
+    const fmt::Philox4 r = fmt::random_block(draw.keys, draw.stream, (first >> 2) + static_cast<uint64_t>(q));
 #pragma unroll
     for (int j = 0; j < 4; ++j) f(4 * q + j, r.v[j]);
   }

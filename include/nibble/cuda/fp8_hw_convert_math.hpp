@@ -42,12 +42,16 @@ __device__ __forceinline__ uint4 encode16_scaled(const float (&x)[16], float s, 
                                                  uint64_t index0) {
   uint32_t w[4];
   if constexpr (kStochastic) {
+    // index0 % 4 == 0 (the callers' 16-element runs start at multiples of 16), so the 4 elements of word
+    // i share Philox block index0 / 4 + i: one block per 4 codes, as fmt::random_bits draws them.
+    const fmt::PhiloxKeys keys = fmt::seed_round_keys(sr.seed);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
+      const fmt::Philox4 r = fmt::random_block(keys, sr.stream, (index0 >> 2) + static_cast<uint64_t>(i));
       w[i] = 0;
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        w[i] |= static_cast<uint32_t>(quant::encode_scaled(F, x[4 * i + j], s, sr, index0 + 4 * i + j)) << (8 * j);
+        w[i] |= static_cast<uint32_t>(quant::encode_element(F, x[4 * i + j] * s, sr.enabled, r.v[j])) << (8 * j);
       }
     }
   } else {

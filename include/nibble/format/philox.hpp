@@ -50,14 +50,20 @@ NIBBLE_HD constexpr Philox4 philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2,
   return philox4x32_10(c0, c1, c2, c3, philox_round_keys(k0, k1));
 }
 
+// Philox block `block` of stream `stream`: the counter is (block, stream, "nibl"), the key the seed
+// (as round keys: a kernel passes them precomputed). Block b holds the bits of elements 4b .. 4b + 3.
+inline constexpr uint32_t kRandomBitsTag = 0x6e69626cu;  // "nibl"
+NIBBLE_HD constexpr Philox4 random_block(const PhiloxKeys& keys, uint32_t stream, uint64_t block) {
+  return philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), stream, kRandomBitsTag, keys);
+}
+NIBBLE_HD constexpr PhiloxKeys seed_round_keys(uint64_t seed) {
+  return philox_round_keys(static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+}
+
 // 32 random bits for element `index` of stream `stream` under `seed`. One Philox block serves four
 // consecutive elements (index / 4 is the counter, index % 4 picks the word).
 NIBBLE_HD constexpr uint32_t random_bits(uint64_t seed, uint32_t stream, uint64_t index) {
-  const uint64_t block = index >> 2;
-  const Philox4 r = philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-                                  stream, 0x6e69626cu /* "nibl" */, static_cast<uint32_t>(seed),
-                                  static_cast<uint32_t>(seed >> 32));
-  return r.v[index & 3];
+  return random_block(seed_round_keys(seed), stream, index >> 2).v[index & 3];
 }
 
 }  // namespace nibble::fmt
