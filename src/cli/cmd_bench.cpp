@@ -64,6 +64,7 @@ std::vector<Mode> chosen_modes(const BenchArgs& a) {
   return {Mode::pre_quantized, nibble::bench::mode_from_string(a.mode)};
 }
 
+#ifdef NIBBLE_WITH_ENGINE  // the progress bar is the measuring engine's (builds without CUDA only predict)
 void progress_bar(double fraction, const std::string& what) {
   const int width = 30;
   const int filled = static_cast<int>(fraction * width + 0.5);
@@ -72,6 +73,7 @@ void progress_bar(double fraction, const std::string& what) {
   if (fraction >= 1.0) std::fprintf(stderr, "\n");
   std::fflush(stderr);
 }
+#endif
 
 int run_bench(const BenchArgs& a) {
   nibble::report::check_output_paths({a.json, a.csv, a.html});  // before the long run
