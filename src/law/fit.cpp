@@ -69,6 +69,10 @@ BaseFit fit_base(const std::vector<Point>& pts, const std::vector<std::vector<do
   // E below the smallest observed loss: the reducible term is positive for every run.
   prob.lower = {-20, kExpMin, -20, kExpMin, std::log(1e-4), kExpMin};
   prob.upper = {80, kExpMax, 80, kExpMax, min_ln_loss, kExpMax};
+  // The (A, alpha) and (B, beta) valleys are long and flat: from the published constants the solvers
+  // needed 470-560 iterations to reach some laws near them (the default 400 left those starts
+  // unconverged and the fit failed or pinned an exponent: docs/reliability/README.md).
+  prob.max_iterations = 2000;
   BaseFit best;
   for (const auto& x0 : starts) {
     HuberSolution s = detail::solve_huber(prob, x0, backend);
