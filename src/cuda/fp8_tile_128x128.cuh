@@ -16,6 +16,7 @@
 
 #include <cstdint>
 
+#include "bf16x2_amax.cuh"
 #include "nibble/cuda/fp8_hw_convert_math.hpp"
 #include "nibble/format.hpp"
 #include "nibble/quant/element_codecs.hpp"
@@ -89,13 +90,11 @@ __device__ __forceinline__ float bf16_hi(uint32_t w) { return __uint_as_float(w 
 // |x| as bits: integer max over these is an exact amax in which NaN (above 0x7f800000) wins.
 __device__ __forceinline__ uint32_t abs_bits(float x) { return __float_as_uint(x) & 0x7fffffffu; }
 
-// The same amax on two BF16 at once: per-halfword max of |bf16| bits (VIMNMX.U16x2). A BF16's bits
-// are the top half of its float's bits, so the order (NaN above inf above finite) is unchanged.
-__device__ __forceinline__ uint32_t abs_max2(uint32_t m, uint32_t w) { return __vmaxu2(m, w & 0x7fff7fffu); }
-// Packed halfword amax -> float amax bits of the low / high column.
-__device__ __forceinline__ uint32_t lo_amax_bits(uint32_t m2) { return m2 << 16; }
-__device__ __forceinline__ uint32_t hi_amax_bits(uint32_t m2) { return m2 & 0xffff0000u; }
-__device__ __forceinline__ uint32_t both_amax_bits(uint32_t m2) { return max(m2 << 16, m2 & 0xffff0000u); }
+// The same amax on two BF16 at once (bf16x2_amax.cuh); lo / hi = the even / odd column of a pair.
+using bf16x2::abs_max2;
+using bf16x2::both_amax_bits;
+using bf16x2::hi_amax_bits;
+using bf16x2::lo_amax_bits;
 
 // Loads this thread's 4 x 16 elements of the tile at (row0, col0); elements outside the tensor read
 // as zero (they never raise an amax and are never stored). cols must be a multiple of 16, so a chunk

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "bf16x2_amax.cuh"
 #include "nibble/format/e8m0.hpp"
 #include "nibble/format/minifloat.hpp"
 #include "nibble/format/philox.hpp"
@@ -372,9 +373,9 @@ __device__ __forceinline__ uint8_t mx_group_packed_bf16(const float* x, quant::M
 #pragma unroll
   for (int i = 0; i < 16; ++i) {
     w[i] = __byte_perm(fmt::float_bits(x[2 * i]), fmt::float_bits(x[2 * i + 1]), 0x7632);
-    m = __vmaxu2(m, w[i] & 0x7fff7fffu);  // |BF16| bits: NaN above inf above every finite value
+    m = bf16x2::abs_max2(m, w[i]);
   }
-  const uint8_t sc = quant::mx_scale_code(quant::amax_from_bits(max(m << 16, m & 0xffff0000u)), rule,
+  const uint8_t sc = quant::mx_scale_code(quant::amax_from_bits(bf16x2::both_amax_bits(m)), rule,
                                           quant::ElementFormat::e2m1);
   const int k = static_cast<int>(sc) - 127;
   if (sc == fmt::kE8M0Nan || k < kBf16MagicMinK || k > kE2m1MagicMaxK) {  // NaN block, or k out of range: rare
