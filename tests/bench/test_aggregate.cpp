@@ -2,6 +2,7 @@
 // overhead recomputed here the long way.
 #include "handmade_result.hpp"
 #include "nibble/bench/aggregate.hpp"
+#include "test_seed.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +11,7 @@
 namespace nibble::bench {
 namespace {
 
-std::mt19937_64 fresh_rng() { return std::mt19937_64(std::random_device{}()); }
+using nibble::testing::fresh_rng;
 
 // The long way: one recipe/mode's per-layer time in one pass (gemm + quant, times count).
 double pass_ms(const BenchResult& b, const std::string& recipe, Mode mode, const std::string& pass) {
@@ -141,7 +142,7 @@ namespace nibble::bench {
 namespace {
 
 TEST(RowHelpers, FinishRowAndBounds) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   BenchResult b = testing::handmade_result(rng, {"fp8-current"}, {Mode::pre_quantized, Mode::step});
   for (Row& r : b.rows) {
     r.total_ms = -1;  // poison: finish_row must overwrite

@@ -1,6 +1,7 @@
 // JSON schema (field names are a contract), round trip, and reader errors.
 #include "handmade_result.hpp"
 #include "nibble/bench/aggregate.hpp"
+#include "test_seed.hpp"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +15,7 @@ namespace {
 using nlohmann::json;
 
 BenchResult sample() {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   return testing::handmade_result(rng);
 }
 

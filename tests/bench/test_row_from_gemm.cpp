@@ -1,4 +1,5 @@
 #include "nibble/bench/row_from_gemm.hpp"
+#include "test_seed.hpp"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +9,7 @@ namespace nibble::bench {
 namespace {
 
 TEST(RowFromGemm, CopiesShapeAndCountsFlopsPerCall) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   std::uniform_int_distribution<int64_t> dim(1, 20000);
   workload::Gemm g;
   g.layer = "mlp_up";

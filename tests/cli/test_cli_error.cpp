@@ -12,19 +12,12 @@
 #include "nibble/io.hpp"
 #include "nibble/quant.hpp"
 #include "nibble/quant/error_metrics.hpp"
+#include "test_seed.hpp"
 
 using namespace nibble;
 using nibble::cli::testing::CliSandbox;
 
 namespace {
-
-std::vector<float> gaussian(size_t n, float sigma = 1.0f) {
-  std::mt19937 rng(std::random_device{}());
-  std::normal_distribution<float> dist(0.0f, sigma);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
 
 io::Tensor bf16_tensor(std::string name, std::vector<int64_t> shape, const std::vector<float>& v) {
   io::Tensor t;
@@ -51,7 +44,7 @@ const nlohmann::json* find_row(const nlohmann::json& rows, const std::string& te
 TEST(CliError, NpyJsonMatchesInProcessMetrics) {
   CliSandbox box;
   const int64_t rows = 128, cols = 256;  // 128 rows: fp8-block's 128x128 weight blocks fit
-  const auto x = gaussian(static_cast<size_t>(rows * cols), 0.1f);
+  const auto x = nibble::testing::fresh_normal_floats(static_cast<size_t>(rows * cols), 0.1f);
   io::write_npy(box / "acts.npy", io::make_f32_tensor("", {rows, cols}, x));
   for (const char* role : {"x", "w", "dy"}) {
     const auto r = box.run("error " + box.path("acts.npy") + " --format json --role " + role);
@@ -82,17 +75,17 @@ TEST(CliError, NpyJsonMatchesInProcessMetrics) {
 
 TEST(CliError, SafetensorsMixedDtypesAndShapes) {
   CliSandbox box;
-  const auto w = gaussian(128 * 256, 0.02f);
-  const auto b = gaussian(96);
+  const auto w = nibble::testing::fresh_normal_floats(128 * 256, 0.02f);
+  const auto b = nibble::testing::fresh_normal_floats(96);
   std::vector<io::Tensor> tensors = {bf16_tensor("layer.0.weight", {128, 256}, w),
                                      io::make_f32_tensor("layer.0.bias", {96}, b),
-                                     io::make_f32_tensor("conv", {2, 2, 32}, gaussian(128)),
+                                     io::make_f32_tensor("conv", {2, 2, 32}, nibble::testing::fresh_normal_floats(128)),
                                      io::make_u8_tensor("mask", {8}, std::vector<uint8_t>(8, 1))};
   io::Tensor half;
   half.name = "grad";
   half.dtype = io::DType::f16;
   half.shape = {4, 64};
-  const auto g = gaussian(256);
+  const auto g = nibble::testing::fresh_normal_floats(256);
   for (float v : g) {
     const uint16_t h = io::encode_f16(v);
     half.bytes.push_back(static_cast<uint8_t>(h));
@@ -130,11 +123,11 @@ TEST(CliError, SafetensorsMixedDtypesAndShapes) {
 
 TEST(CliError, BadInputFailsCleanly) {
   CliSandbox box;
-  io::write_npy(box / "x.npy", io::make_f32_tensor("", {2, 32}, gaussian(64)));
+  io::write_npy(box / "x.npy", io::make_f32_tensor("", {2, 32}, nibble::testing::fresh_normal_floats(64)));
   io::write_npy(box / "u8.npy", io::make_u8_tensor("", {4}, std::vector<uint8_t>{1, 2, 3, 4}));
   const std::vector<io::Tensor> ints = {io::make_u8_tensor("m", {4}, std::vector<uint8_t>{1, 2, 3, 4})};
   io::write_safetensors(box / "ints.safetensors", ints);
-  const std::vector<io::Tensor> good = {io::make_f32_tensor("w", {2, 32}, gaussian(64))};
+  const std::vector<io::Tensor> good = {io::make_f32_tensor("w", {2, 32}, nibble::testing::fresh_normal_floats(64))};
   auto bytes = io::encode_safetensors(good);
   bytes.resize(bytes.size() - 8);
   io::write_file_atomic(box / "trunc.safetensors", bytes);

@@ -8,21 +8,15 @@
 #include <random>
 
 #include "cli_runner.hpp"
+#include "io/sparse_npy.hpp"
 #include "nibble/io.hpp"
 #include "nibble/quant.hpp"
+#include "test_seed.hpp"
 
 using namespace nibble;
 using nibble::cli::testing::CliSandbox;
 
 namespace {
-
-std::vector<float> gaussian(size_t n, float sigma = 1.0f) {
-  std::mt19937 rng(std::random_device{}());
-  std::normal_distribution<float> dist(0.0f, sigma);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
 
 void expect_failure(const CliSandbox& box, const std::string& args, const std::string& needle,
                     const std::string& listing_before) {
@@ -33,28 +27,14 @@ void expect_failure(const CliSandbox& box, const std::string& args, const std::s
   EXPECT_EQ(box.listing(), listing_before) << "a failed run left files behind: " << args;
 }
 
-// A float32 .npy of n elements whose data is a hole (a sparse file): valid, present in full, and
-// taking no disk space, so a tensor too large for the machine can be handed to the CLI.
-void write_sparse_f32_npy(const std::filesystem::path& path, uint64_t n) {
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(n) + ",), }";
-  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
-  header += '\n';
-  std::vector<uint8_t> bytes = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<uint8_t>(header.size() & 0xFF),
-                                static_cast<uint8_t>(header.size() >> 8)};
-  bytes.insert(bytes.end(), header.begin(), header.end());
-  const uint64_t data_start = bytes.size();
-  io::write_file_atomic(path, bytes);
-  std::filesystem::resize_file(path, data_start + 4 * n);
-}
-
 }  // namespace
 
 TEST(CliQuantize, EveryRecipeAndRoleMatchesTheReference) {
   CliSandbox box;
   const int64_t rows = 128, cols = 256;
-  const auto x = gaussian(static_cast<size_t>(rows * cols), 0.05f);
+  const auto x = nibble::testing::fresh_normal_floats(static_cast<size_t>(rows * cols), 0.05f);
   io::write_npy(box / "x.npy", io::make_f32_tensor("", {rows, cols}, x));
-  const uint64_t seed = std::random_device{}();
+  const uint64_t seed = nibble::testing::fresh_seed();
   for (quant::Recipe recipe : quant::kAllRecipes) {
     for (quant::Role role : {quant::Role::x, quant::Role::w, quant::Role::dy}) {
       const std::string what = std::string(quant::recipe_name(recipe)) + " " + quant::role_name(role);
@@ -80,7 +60,7 @@ TEST(CliQuantize, EveryRecipeAndRoleMatchesTheReference) {
 TEST(CliQuantize, CodesAndScalesReconstructTheOutput) {
   CliSandbox box;
   const int64_t rows = 6, cols = 96;
-  const auto x = gaussian(static_cast<size_t>(rows * cols), 4.0f);
+  const auto x = nibble::testing::fresh_normal_floats(static_cast<size_t>(rows * cols), 4.0f);
   io::write_npy(box / "x.npy", io::make_f32_tensor("", {rows, cols}, x));
   const auto r = box.run("quantize --recipe mxfp4 --in " + box.path("x.npy") + " --out " + box.path("y.npy") +
                          " --codes " + box.path("c.npy") + " --scales " + box.path("s.npy"));
@@ -105,7 +85,7 @@ TEST(CliQuantize, CodesAndScalesReconstructTheOutput) {
 
 TEST(CliQuantize, OneDStaysOneDAndQuartetComesBackUnrotated) {
   CliSandbox box;
-  const auto x = gaussian(256);
+  const auto x = nibble::testing::fresh_normal_floats(256);
   io::write_npy(box / "v.npy", io::make_f32_tensor("", {256}, x));
   const auto r = box.run("quantize --recipe quartet --in " + box.path("v.npy") + " --out " + box.path("q.npy") +
                          " --scales " + box.path("s.npy"));
@@ -125,7 +105,7 @@ TEST(CliQuantize, OneDStaysOneDAndQuartetComesBackUnrotated) {
 
 TEST(CliQuantize, PerTensorScalesFile) {
   CliSandbox box;
-  const auto x = gaussian(4 * 32);
+  const auto x = nibble::testing::fresh_normal_floats(4 * 32);
   io::write_npy(box / "x.npy", io::make_f32_tensor("", {4, 32}, x));
   ASSERT_EQ(box.run("quantize --recipe fp8-current --in " + box.path("x.npy") + " --out " + box.path("y.npy") +
                     " --scales " + box.path("s.npy")).exit_code, 0);
@@ -138,10 +118,10 @@ TEST(CliQuantize, PerTensorScalesFile) {
 
 TEST(CliQuantize, BadInputFailsCleanly) {
   CliSandbox box;
-  const auto x = gaussian(4 * 30);
+  const auto x = nibble::testing::fresh_normal_floats(4 * 30);
   io::write_npy(box / "x30.npy", io::make_f32_tensor("", {4, 30}, x));
-  io::write_npy(box / "x.npy", io::make_f32_tensor("", {4, 32}, gaussian(128)));
-  io::write_npy(box / "x3d.npy", io::make_f32_tensor("", {2, 2, 32}, gaussian(128)));
+  io::write_npy(box / "x.npy", io::make_f32_tensor("", {4, 32}, nibble::testing::fresh_normal_floats(128)));
+  io::write_npy(box / "x3d.npy", io::make_f32_tensor("", {2, 2, 32}, nibble::testing::fresh_normal_floats(128)));
   std::vector<uint8_t> bytes(128, 3);
   io::write_npy(box / "u8.npy", io::make_u8_tensor("", {4, 32}, bytes));
   io::Tensor f64;
@@ -149,7 +129,7 @@ TEST(CliQuantize, BadInputFailsCleanly) {
   f64.shape = {2, 32};
   f64.bytes.assign(512, 0x3F);
   io::write_npy(box / "f64.npy", f64);
-  auto truncated = io::encode_npy(io::make_f32_tensor("", {4, 32}, gaussian(128)));
+  auto truncated = io::encode_npy(io::make_f32_tensor("", {4, 32}, nibble::testing::fresh_normal_floats(128)));
   truncated.resize(truncated.size() - 4);
   io::write_file_atomic(box / "trunc.npy", truncated);
   std::vector<uint8_t> junk = {'h', 'e', 'l', 'l', 'o'};
@@ -158,8 +138,8 @@ TEST(CliQuantize, BadInputFailsCleanly) {
   // twice its RAM. Both are refused from the header, before the data is read.
   const uint64_t ram = io::host_memory_bytes();
   ASSERT_GT(ram, 0u);
-  write_sparse_f32_npy(box / "half_ram.npy", ram / 8);
-  write_sparse_f32_npy(box / "twice_ram.npy", ram / 2);
+  io::testing::write_sparse_f32_npy(box / "half_ram.npy", ram / 8);
+  io::testing::write_sparse_f32_npy(box / "twice_ram.npy", ram / 2);
   const std::string before = box.listing();
   const std::string out = " --out " + box.path("out.npy");
   const std::string in = " --in " + box.path("x.npy");

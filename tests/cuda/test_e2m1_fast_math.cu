@@ -15,6 +15,7 @@
 #include "nibble/cuda/check.hpp"
 #include "nibble/cuda/e2m1_fast_math.hpp"
 #include "nibble/format.hpp"
+#include "test_seed.hpp"
 
 namespace {
 
@@ -44,7 +45,7 @@ TEST(E2m1FastMath, CpuThresholdsSpecialsAndSweep) {
     }
   }
   // Strided sweep with a fresh random offset, so every run covers different patterns.
-  const uint32_t offset = std::random_device{}() % 101;
+  const uint32_t offset = static_cast<uint32_t>(nibble::testing::fresh_seed() % 101);
   for (uint64_t b = offset; b < (uint64_t{1} << 32); b += 101) {
     if (!same_on(static_cast<uint32_t>(b))) return;
   }
@@ -118,7 +119,7 @@ TEST(E2m1FastMath, GpuExhaustiveAllFloatBitPatterns) {
 // E2M1 rounding threshold and value, random quotients in [2^-40, 8), and every mantissa of v in the
 // binade of 2d. Runs on the CPU (no GPU needed), with the host's FMA.
 TEST(E2m1FastMath, CpuReciprocalDivisionIsCorrectlyRounded) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   const float points[] = {0.25f, 0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f, 2.0f, 2.5f, 3.0f, 3.5f, 4.0f, 5.0f, 6.0f};
   int64_t checked = 0, bad = 0;
   auto check = [&](float v, float d, float r) {
@@ -169,7 +170,7 @@ TEST(E2m1FastMath, CpuReciprocalDivisionIsCorrectlyRounded) {
 // one ulp. Global scales as the kernel sees them (amax_tensor / 2688 with amax_tensor >= amax) and
 // arbitrary ones; amaxes at every exponent with random, all-ones and E4M3-tie mantissas. CPU only.
 TEST(E2m1FastMath, CpuScaleQuotientMatchesTheDivisions) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   int64_t checked = 0, bad = 0;
   auto check = [&](float amax, float s) {
     if (!(amax >= cuda::kScaleQuotientAmaxMin && amax <= 0x1.fffffep127f)) return;
@@ -207,7 +208,7 @@ TEST(E2m1FastMath, CpuScaleQuotientMatchesTheDivisions) {
 // RN(|a| + |b|) bit for bit. Random pairs over every exponent (subnormals and zeros included, both
 // signs, near-equal magnitudes where a - b cancels) on the host's round-to-nearest arithmetic.
 TEST(E2m1FastMath, CpuLastButterflyMaxIsTheMagnitudeSum) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   int64_t checked = 0, bad = 0;
   auto check = [&](float a, float b) {
     const float want = std::max(std::fabs(a + b), std::fabs(a - b));

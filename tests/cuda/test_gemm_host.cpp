@@ -11,13 +11,14 @@
 #include "nibble/cuda/gemm.hpp"
 #include "nibble/cuda/memory.hpp"
 #include "nibble/cuda/scale_layout.hpp"
+#include "test_seed.hpp"
 
 namespace nc = nibble::cuda;
 namespace sl = nibble::cuda::scale_layout;
 
 namespace {
 
-std::mt19937_64 fresh_rng() { return std::mt19937_64(std::random_device{}()); }
+using nibble::testing::fresh_rng;
 
 // Fake device addresses: validation only looks at their alignment.
 const void* fake_ptr(uintptr_t addr) { return reinterpret_cast<const void*>(addr); }

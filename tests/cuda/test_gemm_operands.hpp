@@ -17,14 +17,13 @@
 #include "nibble/cuda/gemm.hpp"
 #include "nibble/cuda/scale_layout.hpp"
 #include "nibble/format.hpp"
+#include "test_seed.hpp"
 
 namespace nibble::testing {
 
 namespace nc = nibble::cuda;
 namespace sl = nibble::cuda::scale_layout;
 namespace nf = nibble::fmt;
-
-inline std::mt19937_64 fresh_rng() { return std::mt19937_64(std::random_device{}()); }
 
 // Gaussian data, each 32-block scaled by 2^u with u uniform in [-spread, spread]: block and row scales
 // matter, and no element is zero.

@@ -16,6 +16,7 @@
 
 #include "nibble/cuda/check.hpp"
 #include "nibble/format.hpp"
+#include "test_seed.hpp"
 
 namespace nibble::testing {
 
@@ -40,13 +41,6 @@ struct DeviceBuffer {
 // Two poison patterns: an element the kernel forgot is caught unless its expected value equals
 // both patterns, which no code or float does.
 inline constexpr uint8_t kPoisons[2] = {0xA5, 0x5A};
-
-inline std::mt19937_64 fresh_rng() {
-  std::random_device rd;
-  const uint64_t seed = (uint64_t{rd()} << 32) | rd();
-  std::printf("test data seed %llu\n", static_cast<unsigned long long>(seed));
-  return std::mt19937_64(seed);
-}
 
 // BF16 normals whose magnitude varies per 32-element run (2^-20 .. 2^12), so blocks get very
 // different scales; then planted edge cases: an all-zero 128-row-block stretch, NaN, +-inf, BF16

@@ -18,6 +18,7 @@
 #include "nibble/quant/quantizers.hpp"
 #include "nibble/quant/reencode.hpp"
 #include "poisoned_buffer.hpp"
+#include "test_seed.hpp"
 
 namespace {
 
@@ -138,7 +139,7 @@ void check_config(const std::vector<uint16_t>& x, int64_t rows, int64_t cols, co
 
 TEST(QuantizeNvfp4, ActivationsAndGradients1x16) {
   NIBBLE_REQUIRE_GPU();
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   for (const Shape s : kShapes) {
     const auto x = make_input(s.rows, s.cols, rng, Special::none);
     for (bool sr : {false, true}) {
@@ -161,7 +162,7 @@ TEST(QuantizeNvfp4, ActivationsAndGradients1x16) {
 
 TEST(QuantizeNvfp4, Weights16x16) {
   NIBBLE_REQUIRE_GPU();
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   for (const Shape s : kShapes) {
     SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.cols);
     const auto x = make_input(s.rows, s.cols, rng, Special::none);
@@ -177,7 +178,7 @@ TEST(QuantizeNvfp4, Weights16x16) {
 
 TEST(QuantizeNvfp4, RowsNotMultipleOf16RowwiseOnly) {
   NIBBLE_REQUIRE_GPU();
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   const auto x = make_input(37, 144, rng, Special::none);
   cuda::Nvfp4Options o;
   o.rounding = quant::SrKey{true, rng(), quant::kStreamNvfp4};
@@ -186,7 +187,7 @@ TEST(QuantizeNvfp4, RowsNotMultipleOf16RowwiseOnly) {
 
 TEST(QuantizeNvfp4, NanAndInfTensors) {
   NIBBLE_REQUIRE_GPU();
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   for (Special sp : {Special::nan, Special::inf, Special::inf_pair}) {
     SCOPED_TRACE(sp == Special::nan ? "nan" : sp == Special::inf ? "inf" : "inf pair");
     const auto x = make_input(64, 96, rng, sp);
@@ -203,7 +204,7 @@ TEST(QuantizeNvfp4, NanAndInfTensors) {
 
 TEST(QuantizeNvfp4, Fp32InputMatchesReference) {
   NIBBLE_REQUIRE_GPU();
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   const int64_t rows = 64, cols = 128;
   auto xf = to_float(make_input(rows, cols, rng, Special::none));
   xf[9] = 1e-40f;  // an FP32 subnormal, which BF16 inputs cannot carry

@@ -21,6 +21,7 @@
 #include "nibble/quant/quantizers.hpp"
 #include "nibble/quant/reencode.hpp"
 #include "poisoned_buffer.hpp"
+#include "test_seed.hpp"
 
 namespace {
 
@@ -107,7 +108,7 @@ const Shape kShapes[] = {{64, 256}, {96, 320}, {160, 4096}};
 
 TEST(QuartetForward, MatchesReferenceAllVariants) {
   NIBBLE_REQUIRE_GPU();
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   for (const Shape s : kShapes) {
     const auto x = make_input(s.rows, s.cols, rng, true);
     const auto xf = to_float(x);
@@ -134,7 +135,7 @@ TEST(QuartetForward, MatchesReferenceAllVariants) {
 
 TEST(QuartetForward, Fp32InputMatchesReference) {
   NIBBLE_REQUIRE_GPU();
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   const int64_t rows = 64, cols = 512;
   auto xf = to_float(make_input(rows, cols, rng, true));
   xf[7] = 1e-40f;  // an FP32 subnormal, which BF16 inputs cannot carry
@@ -149,7 +150,7 @@ TEST(QuartetForward, Fp32InputMatchesReference) {
 
 TEST(QuartetBackward, RowwiseColwiseNearestAndStochastic) {
   NIBBLE_REQUIRE_GPU();
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   for (const Shape s : kShapes) {
     const auto x = make_input(s.rows, s.cols, rng, true);
     const auto xf = to_float(x);
@@ -186,7 +187,7 @@ TEST(QuartetBackward, RowwiseColwiseNearestAndStochastic) {
 
 TEST(QuartetBackward, LargeRotationsAndNoRotationRowwise) {
   NIBBLE_REQUIRE_GPU();
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   const int64_t rows = 40, cols = 384;
   const auto x = make_input(rows, cols, rng, true);
   const auto xf = to_float(x);
@@ -207,7 +208,7 @@ TEST(QuartetBackward, LargeRotationsAndNoRotationRowwise) {
 
 TEST(QuartetBackward, FromMxfp4TransposedMatchesReference) {
   NIBBLE_REQUIRE_GPU();
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   const int64_t rows = 96, cols = 320;
   const auto x = make_input(rows, cols, rng, true);
   const auto xf = to_float(x);
@@ -232,7 +233,7 @@ TEST(QuartetBackward, FromMxfp4TransposedMatchesReference) {
 // subnormal that BF16 cannot carry.
 TEST(QuartetBackward, Fp32InputTileMatchesReference) {
   NIBBLE_REQUIRE_GPU();
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   const int64_t rows = 96, cols = 352;
   auto xf = to_float(make_input(rows, cols, rng, true));
   xf[7 * cols + 9] = 1e-40f;
@@ -260,7 +261,7 @@ TEST(QuartetBackward, Fp32InputTileMatchesReference) {
 // column tile (8480 = 66 x 128 + 32) and a partial last row tile (1632 = 25 x 64 + 32).
 TEST(QuartetBackward, TileKernelMatchesReferenceOnManyTiles) {
   NIBBLE_REQUIRE_GPU();
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   const int64_t rows = 1632, cols = 8480;
   const auto x = make_input(rows, cols, rng, true);
   const auto xf = to_float(x);
@@ -298,7 +299,7 @@ TEST(QuartetBackward, TileKernelMatchesReferenceOnManyTiles) {
 
 TEST(QuartetEpilogue, MatchesReference) {
   NIBBLE_REQUIRE_GPU();
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   const int64_t rows = 48, cols = 512;
   const auto gf = to_float(make_input(rows, cols, rng, false));
   std::vector<uint8_t> mask(static_cast<size_t>(rows * cols / 8));
@@ -330,7 +331,7 @@ TEST(QuartetEpilogue, MatchesReference) {
 
 TEST(Mxfp4, QuantizeAndDecodeMatchReference) {
   NIBBLE_REQUIRE_GPU();
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   for (const Shape s : kShapes) {
     const auto x = make_input(s.rows, s.cols, rng, true);
     const auto xf = to_float(x);
@@ -364,7 +365,7 @@ TEST(Mxfp4, QuantizeAndDecodeMatchReference) {
 // tiles (96 = 64 + 32) and partial column tiles (320 = 2 x 128 + 64), and one with many tiles.
 TEST(Mxfp4, RowColMatchesReference) {
   NIBBLE_REQUIRE_GPU();
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   const Shape shapes[] = {{64, 256}, {96, 320}, {160, 4096}, {1632, 544}};
   for (const Shape s : shapes) {
     const auto x = make_input(s.rows, s.cols, rng, true);

@@ -17,6 +17,7 @@
 #include "nibble/format.hpp"
 #include "nibble/quant/reencode.hpp"
 #include "poisoned_buffer.hpp"
+#include "test_seed.hpp"
 
 namespace {
 
@@ -176,14 +177,14 @@ void run_case(const Case& cs, std::mt19937_64& rng) {
 
 TEST(ReencodeMxfp4, MatchesReferenceAllShapesAndGranularities) {
   NIBBLE_REQUIRE_GPU();
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   for (const Case& cs : kCases) run_case(cs, rng);
 }
 
 // Rows that each hold one kind only, so the counts are known without the reference.
 TEST(ReencodeMxfp4, ExactSpreadsAreNotViolations) {
   NIBBLE_REQUIRE_GPU();
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   for (int spread : {14, 15}) {
     const int64_t rows = 8, cols = 256;
     auto q = make_mxfp4(rows, cols, rng);

@@ -5,12 +5,13 @@
 #include <random>
 
 #include "../../src/engine/memory_check.hpp"
+#include "test_seed.hpp"
 
 namespace nibble::engine {
 namespace {
 
 TEST(MemoryCheck, FitsToTheByteIsNotRefused) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   for (int i = 0; i < 1000; ++i) {
     const size_t free_b = rng() % (size_t{1} << 40);
     EXPECT_EQ(memory_refusal("X", static_cast<int64_t>(free_b), free_b, free_b * 2), "");

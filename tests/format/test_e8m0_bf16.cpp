@@ -4,6 +4,7 @@
 #include <random>
 
 #include "nibble/format.hpp"
+#include "test_seed.hpp"
 
 using namespace nibble::fmt;
 
@@ -37,7 +38,7 @@ TEST(BF16, RoundTripAndNearestEven) {
 }
 
 TEST(FloorLog2, MatchesLibm) {
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng = nibble::testing::fresh_engine<std::mt19937>();
   std::uniform_int_distribution<uint32_t> bits(1, 0x7f7fffffu);
   for (int i = 0; i < 100000; ++i) {
     const float x = bits_float(bits(rng));

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "nibble/format.hpp"
+#include "test_seed.hpp"
 
 using namespace nibble::fmt;
 
@@ -105,7 +106,7 @@ TEST(MiniFloat, SpecialValues) {
 }
 
 TEST(MiniFloat, EncodeMatchesBruteForceOnTiesBoundariesAndRandom) {
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng = nibble::testing::fresh_engine<std::mt19937>();
   for (const auto& [name, f] : kFormats) {
     const auto table = finite_magnitudes(f);
     std::vector<float> probes;
@@ -137,7 +138,7 @@ TEST(MiniFloat, EncodeMatchesBruteForceOnTiesBoundariesAndRandom) {
 }
 
 TEST(MiniFloat, StochasticRoundingPicksANeighbourAndIsUnbiased) {
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng = nibble::testing::fresh_engine<std::mt19937>();
   for (const auto& [name, f] : kFormats) {
     const auto table = finite_magnitudes(f);
     std::uniform_int_distribution<size_t> pick(1, table.size() - 2);

@@ -8,6 +8,7 @@
 #include "nibble/io/npy.hpp"
 
 #include "nibble/io/binary_file.hpp"
+#include "sparse_npy.hpp"
 #include "temp_dir.hpp"
 
 using namespace nibble::io;
@@ -76,15 +77,7 @@ TEST(BinaryFile, RefusesReadsLargerThanTheMachineBeforeAllocating) {
   // The same through the .npy reader: a valid header whose data (float32, rounded up past 2x RAM)
   // is all present in the file.
   const uint64_t n = big / 4 + 1;
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(n) + ",), }";
-  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
-  header += '\n';
-  std::vector<uint8_t> bytes = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<uint8_t>(header.size() & 0xFF),
-                                static_cast<uint8_t>(header.size() >> 8)};
-  bytes.insert(bytes.end(), header.begin(), header.end());
-  const uint64_t data_start = bytes.size();
-  write_file_atomic(dir / "huge.npy", bytes);
-  std::filesystem::resize_file(dir / "huge.npy", data_start + 4 * n);
+  nibble::io::testing::write_sparse_f32_npy(dir / "huge.npy", n);
   try {
     (void)read_npy(dir / "huge.npy");
     FAIL() << "expected a refusal";

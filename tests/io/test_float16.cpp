@@ -9,6 +9,7 @@
 #include <random>
 
 #include "nibble/io/float16.hpp"
+#include "test_seed.hpp"
 
 using nibble::io::decode_f16;
 using nibble::io::encode_f16;
@@ -47,7 +48,7 @@ TEST(Float16, ReferenceAgreesWithTheCompilersFloat16) {
       EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want)) << h;
     }
   }
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng = nibble::testing::fresh_engine<std::mt19937>();
   std::uniform_int_distribution<uint32_t> bits;
   for (int i = 0; i < 1'000'000; ++i) {
     const float x = std::bit_cast<float>(bits(rng));
@@ -100,7 +101,7 @@ TEST(Float16, EncodeTiesAndNeighbours) {
 }
 
 TEST(Float16, EncodeRandomFloats) {
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng = nibble::testing::fresh_engine<std::mt19937>();
   std::uniform_int_distribution<uint32_t> bits;
   for (int i = 0; i < 2'000'000; ++i) {
     const float x = std::bit_cast<float>(bits(rng));

@@ -8,19 +8,12 @@
 
 #include "nibble/io.hpp"
 #include "temp_dir.hpp"
+#include "test_seed.hpp"
 
 using namespace nibble::io;
 using nibble::io::testing::TempDir;
 
 namespace {
-
-std::vector<float> random_floats(size_t n) {
-  std::mt19937 rng(std::random_device{}());
-  std::normal_distribution<float> dist(0.0f, 3.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
 
 // A .npy image from a raw header dict; pads like NumPy unless `raw` (then the text is used as is).
 std::vector<uint8_t> npy_image(int major, std::string dict, const std::vector<uint8_t>& data, bool raw = false,
@@ -61,7 +54,7 @@ const std::string kGoodDict = "{'descr': '<f4', 'fortran_order': False, 'shape':
 
 TEST(Npy, RoundTripFloat32TwoD) {
   TempDir dir;
-  const auto values = random_floats(7 * 33);
+  const auto values = nibble::testing::fresh_normal_floats(7 * 33, 3.0f);
   const Tensor t = make_f32_tensor("", {7, 33}, values);
   write_npy(dir / "a.npy", t);
   const Tensor back = read_npy(dir / "a.npy");
@@ -73,7 +66,7 @@ TEST(Npy, RoundTripFloat32TwoD) {
 
 TEST(Npy, RoundTripOneDAndEmptyAndBytes) {
   TempDir dir;
-  const auto values = random_floats(129);
+  const auto values = nibble::testing::fresh_normal_floats(129, 3.0f);
   write_npy(dir / "v.npy", make_f32_tensor("", {129}, values));
   const Tensor v = read_npy(dir / "v.npy");
   EXPECT_EQ(v.shape, (std::vector<int64_t>{129}));
@@ -83,7 +76,7 @@ TEST(Npy, RoundTripOneDAndEmptyAndBytes) {
   EXPECT_EQ(read_npy(dir / "e.npy").shape, (std::vector<int64_t>{0, 5}));
 
   std::vector<uint8_t> codes(300);
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng = nibble::testing::fresh_engine<std::mt19937>();
   for (auto& c : codes) c = static_cast<uint8_t>(rng());
   write_npy(dir / "c.npy", make_u8_tensor("", {3, 100}, codes));
   const Tensor c = read_npy(dir / "c.npy");
@@ -103,7 +96,7 @@ TEST(Npy, HeaderIsWhatNumpyWrites) {
 }
 
 TEST(Npy, ReadsVersionsTwoAndThreeAndOtherDtypes) {
-  const auto values = random_floats(6);
+  const auto values = nibble::testing::fresh_normal_floats(6, 3.0f);
   for (int major : {2, 3}) {
     const Tensor t = parse_npy(npy_image(major, kGoodDict, float_bytes(values)), "v.npy");
     EXPECT_EQ(to_float32(t), values) << major;
@@ -129,7 +122,7 @@ TEST(Npy, ReadsVersionsTwoAndThreeAndOtherDtypes) {
 }
 
 TEST(Npy, RejectsBadPreamble) {
-  const auto data = float_bytes(random_floats(6));
+  const auto data = float_bytes(nibble::testing::fresh_normal_floats(6, 3.0f));
   expect_rejected({}, "magic");
   expect_rejected({0x93, 'N', 'U'}, "magic");
   auto wrong_magic = npy_image(1, kGoodDict, data);
@@ -148,7 +141,7 @@ TEST(Npy, RejectsBadPreamble) {
 }
 
 TEST(Npy, RejectsBadHeaderDicts) {
-  const auto data = float_bytes(random_floats(6));
+  const auto data = float_bytes(nibble::testing::fresh_normal_floats(6, 3.0f));
   auto dict = [&](const std::string& d) { return npy_image(1, d, data); };
   expect_rejected(dict("{'descr': '<f4', 'fortran_order': True, 'shape': (3, 2), }"), "Fortran");
   expect_rejected(dict("{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }"), "big-endian");
@@ -175,7 +168,7 @@ TEST(Npy, RejectsBadHeaderDicts) {
 }
 
 TEST(Npy, RejectsHeaderThatLiesAboutTheData) {
-  const auto data = float_bytes(random_floats(6));
+  const auto data = float_bytes(nibble::testing::fresh_normal_floats(6, 3.0f));
   auto truncated = npy_image(1, kGoodDict, data);
   truncated.pop_back();
   expect_rejected(truncated, "needs 24 data bytes but the file has 23");
@@ -196,7 +189,7 @@ TEST(Npy, RejectsHeaderThatLiesAboutTheData) {
 TEST(Npy, ReadFileChecksSizesAndNames) {
   TempDir dir;
   EXPECT_THROW(read_npy(dir / "missing.npy"), std::runtime_error);
-  const auto data = float_bytes(random_floats(6));
+  const auto data = float_bytes(nibble::testing::fresh_normal_floats(6, 3.0f));
   auto truncated = npy_image(1, kGoodDict, data);
   truncated.resize(truncated.size() - 5);
   write_file_atomic(dir / "t.npy", truncated);
@@ -219,7 +212,7 @@ TEST(Npy, RefusesToWriteBf16) {
 }
 
 TEST(TensorShape, AsMatrix) {
-  const std::vector<float> v = random_floats(12);
+  const std::vector<float> v = nibble::testing::fresh_normal_floats(12, 3.0f);
   EXPECT_EQ(as_matrix(make_f32_tensor("a", {12}, v)).rows, 1);
   EXPECT_EQ(as_matrix(make_f32_tensor("a", {3, 4}, v)).cols, 4);
   EXPECT_THROW(as_matrix(make_f32_tensor("a", {2, 2, 3}, v)), std::invalid_argument);

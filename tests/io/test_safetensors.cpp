@@ -9,19 +9,12 @@
 #include "nibble/format/bf16.hpp"
 #include "nibble/io.hpp"
 #include "temp_dir.hpp"
+#include "test_seed.hpp"
 
 using namespace nibble::io;
 using nibble::io::testing::TempDir;
 
 namespace {
-
-std::vector<float> random_floats(size_t n) {
-  std::mt19937 rng(std::random_device{}());
-  std::normal_distribution<float> dist(0.0f, 2.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
 
 Tensor half_tensor(std::string name, DType dtype, std::vector<int64_t> shape, const std::vector<float>& values) {
   Tensor t;
@@ -41,7 +34,7 @@ std::vector<uint8_t> image(const std::string& header, size_t data_bytes, uint64_
   std::vector<uint8_t> out(8 + header.size() + data_bytes);
   for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(n >> (8 * i));
   std::memcpy(out.data() + 8, header.data(), header.size());
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng = nibble::testing::fresh_engine<std::mt19937>();
   for (size_t i = 0; i < data_bytes; ++i) out[8 + header.size() + i] = static_cast<uint8_t>(rng());
   return out;
 }
@@ -60,11 +53,11 @@ void expect_rejected(const std::vector<uint8_t>& bytes, const std::string& needl
 
 TEST(Safetensors, RoundTripEveryLoadedDtype) {
   TempDir dir;
-  const auto w = random_floats(16 * 64);
-  const auto b = random_floats(64);
-  const auto g = random_floats(5 * 32);
+  const auto w = nibble::testing::fresh_normal_floats(16 * 64, 2.0f);
+  const auto b = nibble::testing::fresh_normal_floats(64, 2.0f);
+  const auto g = nibble::testing::fresh_normal_floats(5 * 32, 2.0f);
   std::vector<uint8_t> mask(40);
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng = nibble::testing::fresh_engine<std::mt19937>();
   for (auto& m : mask) m = static_cast<uint8_t>(rng() & 1);
   const std::vector<Tensor> tensors = {
       make_f32_tensor("layer.0.weight", {16, 64}, w), half_tensor("layer.0.bias", DType::bf16, {64}, b),
@@ -150,7 +143,7 @@ TEST(Safetensors, RejectsOverlapsHolesAndTrailingBytes) {
 }
 
 TEST(Safetensors, WriterRejectsBadNames) {
-  const auto v = random_floats(4);
+  const auto v = nibble::testing::fresh_normal_floats(4, 2.0f);
   const std::vector<Tensor> dup = {make_f32_tensor("x", {4}, v), make_f32_tensor("x", {4}, v)};
   EXPECT_THROW(encode_safetensors(dup), std::invalid_argument);
   const std::vector<Tensor> reserved = {make_f32_tensor("__metadata__", {4}, v)};
@@ -159,7 +152,7 @@ TEST(Safetensors, WriterRejectsBadNames) {
 
 TEST(Safetensors, ReadFileChecksTruncation) {
   TempDir dir;
-  const std::vector<Tensor> tensors = {make_f32_tensor("w", {4, 4}, random_floats(16))};
+  const std::vector<Tensor> tensors = {make_f32_tensor("w", {4, 4}, nibble::testing::fresh_normal_floats(16, 2.0f))};
   auto bytes = encode_safetensors(tensors);
   bytes.resize(bytes.size() - 3);
   write_file_atomic(dir / "t.safetensors", bytes);

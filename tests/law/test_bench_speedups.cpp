@@ -6,6 +6,7 @@
 #include <random>
 
 #include "nibble/law/bench_speedups.hpp"
+#include "test_seed.hpp"
 
 namespace nibble::law {
 namespace {
@@ -19,7 +20,7 @@ struct FakeBench {
 // (docs/bench-output.md), random times; mlp_up/mlp_down run as 8 grouped expert GEMMs (count 8), and
 // a once-per-model LM head row with a huge time must not enter the sums.
 FakeBench make_bench(std::initializer_list<const char*> recipes, std::initializer_list<const char*> modes) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   std::uniform_real_distribution<double> ms(0.2, 5.0);
   FakeBench b;
   b.j["gpu"] = "NVIDIA H200";

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "nibble/law/optimality_map.hpp"
+#include "test_seed.hpp"
 
 namespace nibble::law {
 namespace {
@@ -16,7 +17,7 @@ size_t count(const std::string& s, const std::string& what) {
 }
 
 TEST(OptimalityMap, CellsAreThePlannersAnswer) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   std::uniform_real_distribution<double> sp(1.0, 2.5), eff(0.5, 1.0);
   const Speedups s{sp(rng), sp(rng), "random <test> & co"};
   const Efficiency e{eff(rng), eff(rng)};

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "nibble/law/planner.hpp"
+#include "test_seed.hpp"
 
 namespace nibble::law {
 namespace {
@@ -18,7 +19,7 @@ TEST(Planner, TrainingSpeedupWeighsBackwardTwice) {
 }
 
 TEST(Planner, NoSpeedupAndNoLossMeansEveryoneTies) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   std::uniform_real_distribution<double> log_n(std::log(1e8), std::log(1e11)), ratio(5, 3000);
   for (int i = 0; i < 50; ++i) {
     const double n = std::exp(log_n(rng));
@@ -29,7 +30,7 @@ TEST(Planner, NoSpeedupAndNoLossMeansEveryoneTies) {
 }
 
 TEST(Planner, EachSchemeReachesTheLawAtItsEffectiveBudget) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   std::uniform_real_distribution<double> sp(0.7, 3.0), eff(0.4, 1.0);
   const LawConstants law = published_constants();
   for (int i = 0; i < 50; ++i) {

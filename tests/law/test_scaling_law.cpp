@@ -5,6 +5,7 @@
 #include <random>
 
 #include "nibble/law/scaling_law.hpp"
+#include "test_seed.hpp"
 
 namespace nibble::law {
 namespace {
@@ -23,7 +24,7 @@ TEST(ScalingLaw, PublishedConstantsAreSpecSection7) {
 }
 
 TEST(ScalingLaw, MatchesTheFormulaOnRandomPoints) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   std::uniform_real_distribution<double> log_n(std::log(1e7), std::log(1e12)), ratio(1, 3000), eff(0.3, 1.0);
   const LawConstants c = published_constants();
   for (int i = 0; i < 200; ++i) {

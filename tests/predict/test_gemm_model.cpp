@@ -1,5 +1,6 @@
 // Sanity of the GPU database and the GEMM time model.
 #include "nibble/predict.hpp"
+#include "test_seed.hpp"
 
 #include <gtest/gtest.h>
 
@@ -59,7 +60,7 @@ TEST(Execution, PathsPerArchitecture) {
 }
 
 TEST(GemmModel, BiggerIsSlower) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   std::uniform_int_distribution<int64_t> dim(64, 16384);
   for (int i = 0; i < 200; ++i) {
     Shape s{dim(rng), dim(rng), dim(rng), 1};

@@ -3,6 +3,7 @@
 #include "nibble/bench/result.hpp"
 #include "nibble/predict.hpp"
 #include "nibble/workload/model_sources.hpp"
+#include "test_seed.hpp"
 
 #include <gtest/gtest.h>
 
@@ -97,7 +98,7 @@ TEST(PredictBench, ErrorsNameTheChoices) {
 TEST(Calibration, RefitFromAMeasuredResultRecoversTheEfficiency) {
   // A "measurement" that is the model at a known efficiency, times a random factor: the refit must
   // find that factor again, which is the one call the lead makes with our own H200 JSON.
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   const double slow = std::uniform_real_distribution<double>(1.05, 1.3)(rng);
   auto measured = predict_bench(codonfm(), {"bf16", "fp8-delayed", "quartet"}, {Mode::pre_quantized, Mode::step},
                                 "H200 SXM");
@@ -138,7 +139,7 @@ TEST(Calibration, DecodedBf16GemmsFitTheirOwnFamily) {
   EXPECT_EQ(execution_for("bf16", h200).family, "bf16");
   EXPECT_NE(execution_for("nvfp4", find_gpu(gpus, "B200")).family, "bf16-decoded");  // native FP4 there
 
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   const double faster = std::uniform_real_distribution<double>(1.04, 1.12)(rng);
   auto measured = predict_bench(codonfm(), {"bf16", "nvfp4"}, {Mode::pre_quantized}, "H200 SXM");
   measured.predicted = false;

@@ -1,15 +1,13 @@
-// Fresh random test data (std::random_device seeds, printed on failure via the returned seed).
+// Fresh random test data from replayable seeds (test_seed.hpp).
 #pragma once
 #include <cstdint>
 #include <random>
 #include <vector>
+#include "test_seed.hpp"
 
 namespace nibble::quant::testdata {
 
-inline uint64_t fresh_seed() {
-  std::random_device rd;
-  return (static_cast<uint64_t>(rd()) << 32) | rd();
-}
+using nibble::testing::fresh_seed;
 
 // Gaussian values times a per-row log-uniform magnitude, so scales differ across blocks.
 inline std::vector<float> gaussian(int64_t rows, int64_t cols, uint64_t seed, float log2_spread = 6.0f) {

@@ -10,20 +10,9 @@
 #include "nibble/format/minifloat.hpp"
 #include "nibble/quant.hpp"
 #include "nibble/quant/error_metrics.hpp"
+#include "test_seed.hpp"
 
 using namespace nibble::quant;
-
-namespace {
-
-std::vector<float> gaussian(size_t n, float sigma = 1.0f) {
-  std::mt19937 rng(std::random_device{}());
-  std::normal_distribution<float> dist(0.0f, sigma);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
-
-}  // namespace
 
 TEST(ErrorMetrics, SaturationThresholds) {
   EXPECT_EQ(saturation_threshold(ElementFormat::e4m3), 464.0);
@@ -59,7 +48,7 @@ TEST(ErrorMetrics, HandBuiltE4M3) {
 }
 
 TEST(ErrorMetrics, ExactAndAllZero) {
-  auto x = gaussian(4 * 64);
+  auto x = nibble::testing::fresh_normal_floats(4 * 64);
   for (float& v : x) v = nibble::fmt::round_bf16(v);  // bf16 then represents x exactly
   const ErrorMetrics exact = quantization_error(Recipe::bf16, x.data(), 4, 64);
   EXPECT_EQ(exact.rel_mse, 0.0);
@@ -79,12 +68,12 @@ TEST(ErrorMetrics, ExactAndAllZero) {
 
 TEST(ErrorMetrics, EveryRecipeAndRoleMatchesIndependentRecomputation) {
   const int64_t rows = 128, cols = 256;
-  const auto x = gaussian(static_cast<size_t>(rows * cols), 0.02f);
+  const auto x = nibble::testing::fresh_normal_floats(static_cast<size_t>(rows * cols), 0.02f);
   for (Recipe r : kAllRecipes) {
     for (Role role : {Role::x, Role::w, Role::dy}) {
       QuantOptions o;
       o.role = role;
-      o.seed = std::random_device{}();
+      o.seed = nibble::testing::fresh_seed();
       const ErrorMetrics m = quantization_error(r, x.data(), rows, cols, o);
       const std::vector<float> xq = quantize_dequantize(r, x.data(), rows, cols, o);
       double e2 = 0, s2 = 0, mx = 0;
@@ -116,7 +105,7 @@ TEST(ErrorMetrics, EveryRecipeAndRoleMatchesIndependentRecomputation) {
 TEST(ErrorMetrics, MxRoundUpNeverClipsOcpSometimesDoes) {
   // Gaussian 32-blocks: under the OCP rule amax / 2^k lands in [4, 8), and anything >= 7 saturates.
   const int64_t rows = 256, cols = 512;
-  const auto x = gaussian(static_cast<size_t>(rows * cols));
+  const auto x = nibble::testing::fresh_normal_floats(static_cast<size_t>(rows * cols));
   QuantOptions ocp, up;
   up.mx_scale_rule = MxScaleRule::round_up;
   EXPECT_GT(quantization_error(Recipe::mxfp4, x.data(), rows, cols, ocp).clipped_frac, 0.0);
@@ -126,7 +115,7 @@ TEST(ErrorMetrics, MxRoundUpNeverClipsOcpSometimesDoes) {
 
 TEST(ErrorMetrics, QuartetClippedIsTheUntrustedFraction) {
   const int64_t rows = 64, cols = 256;
-  const auto x = gaussian(static_cast<size_t>(rows * cols), 3.0f);
+  const auto x = nibble::testing::fresh_normal_floats(static_cast<size_t>(rows * cols), 3.0f);
   const QuantizedTensor q = quantize(Recipe::quartet, x.data(), rows, cols);
   ASSERT_TRUE(q.has_mask());
   const auto mask = unpack_mask(q);
@@ -139,7 +128,7 @@ TEST(ErrorMetrics, QuartetClippedIsTheUntrustedFraction) {
 
 TEST(ErrorMetrics, NonFiniteInputs) {
   const int64_t rows = 2, cols = 128;
-  auto x = gaussian(static_cast<size_t>(rows * cols));
+  auto x = nibble::testing::fresh_normal_floats(static_cast<size_t>(rows * cols));
   x[5] = std::numeric_limits<float>::quiet_NaN();
   // fp8-block: a NaN block gets scale 1 and its other elements still encode: finite metrics.
   const ErrorMetrics block = quantization_error(Recipe::fp8_block, x.data(), rows, cols);
@@ -153,9 +142,9 @@ TEST(ErrorMetrics, NonFiniteInputs) {
 }
 
 TEST(ErrorMetrics, ShapeTheBlocksDoNotDivideThrows) {
-  const auto x = gaussian(30);
+  const auto x = nibble::testing::fresh_normal_floats(30);
   EXPECT_THROW(quantization_error(Recipe::mxfp4, x.data(), 1, 30), std::invalid_argument);
-  const auto w = gaussian(8 * 32);
+  const auto w = nibble::testing::fresh_normal_floats(8 * 32);
   QuantOptions o;
   o.role = Role::w;
   EXPECT_THROW(quantization_error(Recipe::nvfp4, w.data(), 8, 32, o), std::invalid_argument);

@@ -16,6 +16,7 @@
 #include "nibble/law/bench_speedups.hpp"
 #include "nibble/law/fit.hpp"
 #include "nibble/workload/model_sources.hpp"
+#include "test_seed.hpp"
 
 namespace fs = std::filesystem;
 
@@ -41,8 +42,11 @@ class ScratchFile {
 
 // A random overflowing exponent each run, so the test does not pin one literal.
 std::string huge_number() {
-  std::random_device rd;
-  return std::to_string(1 + rd() % 9) + "e" + std::to_string(400 + rd() % 100000);
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
+  std::string out = std::to_string(1 + rng() % 9);
+  out += 'e';
+  out += std::to_string(400 + rng() % 100000);
+  return out;
 }
 
 template <class F>
@@ -88,7 +92,7 @@ TEST(JsonReaderErrors, NumberPastDoubleNamesTheFileInEveryReader) {
 }
 
 TEST(JsonReaderErrors, NonStringModelTypeNamesTheField) {
-  std::random_device rd;
+  auto rd = nibble::testing::fresh_engine<std::mt19937>();
   const nlohmann::json j = {{"hidden_size", 64 * (1 + rd() % 8)}, {"num_attention_heads", 4},
                             {"num_hidden_layers", 2}, {"vocab_size", 100}, {"intermediate_size", 256},
                             {"model_type", static_cast<int>(rd() % 1000)}};

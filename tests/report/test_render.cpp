@@ -2,6 +2,7 @@
 #include "bench/handmade_result.hpp"
 #include "nibble/bench/aggregate.hpp"
 #include "nibble/report.hpp"
+#include "test_seed.hpp"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -15,7 +16,7 @@ using bench::BenchResult;
 using bench::Mode;
 
 BenchResult sample() {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   return bench::testing::handmade_result(rng);
 }
 

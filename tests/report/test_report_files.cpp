@@ -1,6 +1,7 @@
 // Atomic writes and the up-front writability check.
 #include "bench/handmade_result.hpp"
 #include "nibble/report.hpp"
+#include "test_seed.hpp"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -31,7 +32,7 @@ TEST(Files, AtomicWriteReplacesAndLeavesNoTemp) {
   const fs::path d = fresh_dir();
   const fs::path p = d / "out.json";
   std::ofstream(p) << "old poison content";
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   auto r = bench::testing::handmade_result(rng);
   write_json(p.string(), r);
   auto back = bench::read_result_file(p.string());

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "workload_test_support.hpp"
+#include "test_seed.hpp"
 
 namespace nibble::workload {
 namespace {
@@ -147,7 +148,7 @@ TEST(DeriveGemms, OverflowingFlopCountsAreRejected) {
 // Any valid model: the three passes of a layer have the same FLOPs and transposed shapes, and the
 // step's linear work is 6 * T * (parameters per rank).
 TEST(DeriveGemms, RandomModelsSatisfyPassAndParameterIdentities) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   auto pick = [&rng](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
   for (int trial = 0; trial < 200; ++trial) {
     ModelConfig m;

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "workload_test_support.hpp"
+#include "test_seed.hpp"
 
 namespace nibble::workload {
 namespace {
@@ -76,7 +77,7 @@ TEST(Presets, UnknownPresetListsKnownOnes) {
 }
 
 TEST(Presets, DataDirEnvironmentOverrideWins) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
   const auto dir = std::filesystem::temp_directory_path() / ("nibble-data-" + std::to_string(rng()));
   std::filesystem::create_directories(dir / "presets");
   nlohmann::json tiny = to_json(testing::codonfm_by_hand());
