@@ -41,9 +41,9 @@ const char* update_fp8_delayed_scale(const Fp8DelayedState& state, int64_t step,
                                      int margin, cudaStream_t stream) {
   constexpr const char* fn = "update_fp8_delayed_scale";
   fp8_check::fp8_format(fn, format);
-  fp8_check::not_null(fn, "state.amax_history", state.amax_history);
-  fp8_check::not_null(fn, "state.scale", state.scale);
-  fp8_check::not_null(fn, "state.scale_inv", state.scale_inv);
+  check_not_null(fn, "state.amax_history", state.amax_history);
+  check_not_null(fn, "state.scale", state.scale);
+  check_not_null(fn, "state.scale_inv", state.scale_inv);
   if (state.window <= 0) throw std::invalid_argument("update_fp8_delayed_scale: state.window must be positive (default 1024)");
   if (step < 0) throw std::invalid_argument("update_fp8_delayed_scale: step must be >= 0");
   if (margin < 0 || margin > 64) {

@@ -189,14 +189,14 @@ dim3 tile_grid(int64_t rows, int64_t cols) {
 }
 
 void check_cast_args(const char* fn, const uint16_t* x, int64_t rows, int64_t cols, ElementFormat f, Fp8Copies out) {
-  fp8_check::positive_shape(fn, rows, cols);
+  check_shape(fn, rows, cols);
   fp8_check::fp8_format(fn, f);
-  fp8_check::not_null(fn, "x", x);
-  fp8_check::multiple_of(fn, "cols", cols, 16, "16-byte row-wise loads and stores");
-  fp8_check::multiple_of(fn, "rows", rows, 16, "16-byte column-wise stores");
-  fp8_check::aligned16(fn, "x", x);
-  fp8_check::aligned16(fn, "out.rowwise", out.rowwise);
-  fp8_check::aligned16(fn, "out.colwise", out.colwise);
+  check_not_null(fn, "x", x);
+  check_multiple(fn, "cols", cols, 16, "16-byte row-wise loads and stores");
+  check_multiple(fn, "rows", rows, 16, "16-byte column-wise stores");
+  check_aligned(fn, "x", x);
+  check_aligned(fn, "out.rowwise", out.rowwise);
+  check_aligned(fn, "out.colwise", out.colwise);
   if ((rows + tile::kTile - 1) / tile::kTile > 65535) {
     throw std::invalid_argument(std::string(fn) + ": rows = " + std::to_string(rows) +
                                 " needs more than 65535 row tiles; split the tensor along rows");
@@ -207,11 +207,11 @@ void check_cast_args(const char* fn, const uint16_t* x, int64_t rows, int64_t co
 
 const char* amax_bf16(const uint16_t* x, int64_t n, float* amax, cudaStream_t stream) {
   constexpr const char* fn = "amax_bf16";
-  fp8_check::not_null(fn, "x", x);
-  fp8_check::not_null(fn, "amax", amax);
+  check_not_null(fn, "x", x);
+  check_not_null(fn, "amax", amax);
   if (n <= 0) throw std::invalid_argument("amax_bf16: n must be positive");
-  fp8_check::multiple_of(fn, "n", n, 8, "16-byte loads");
-  fp8_check::aligned16(fn, "x", x);
+  check_multiple(fn, "n", n, 8, "16-byte loads");
+  check_aligned(fn, "x", x);
   NIBBLE_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), stream));
   int sms = 0, dev = 0;
   NIBBLE_CUDA_CHECK(cudaGetDevice(&dev));
@@ -230,7 +230,7 @@ const char* cast_transpose_fp8(const uint16_t* x, int64_t rows, int64_t cols, El
                                cudaStream_t stream) {
   constexpr const char* fn = "cast_transpose_fp8";
   check_cast_args(fn, x, rows, cols, format, out);
-  fp8_check::not_null(fn, "scale_enc", scale_enc);
+  check_not_null(fn, "scale_enc", scale_enc);
   if (amax_record == nullptr && out.rowwise == nullptr && out.colwise == nullptr) {
     throw std::invalid_argument("cast_transpose_fp8: nothing to do (no output copy and no amax_record)");
   }
@@ -248,9 +248,9 @@ const char* quantize_fp8_current(const uint16_t* x, int64_t rows, int64_t cols, 
                                  cudaStream_t stream) {
   constexpr const char* fn = "quantize_fp8_current";
   check_cast_args(fn, x, rows, cols, format, out);
-  fp8_check::not_null(fn, "scale.amax", scale.amax);
-  fp8_check::not_null(fn, "scale.scale", scale.scale);
-  fp8_check::not_null(fn, "scale.scale_inv", scale.scale_inv);
+  check_not_null(fn, "scale.amax", scale.amax);
+  check_not_null(fn, "scale.scale", scale.scale);
+  check_not_null(fn, "scale.scale_inv", scale.scale_inv);
   if (path == Fp8CurrentPath::two_launch) {
     amax_bf16(x, rows * cols, scale.amax, stream);
     dispatch_fp8(format, sr.enabled, [&]<ElementFormat F, bool kSr>() {
@@ -292,7 +292,7 @@ const char* quantize_fp8_delayed(const uint16_t* x, int64_t rows, int64_t cols, 
                                  const Fp8DelayedState& state, int64_t step, Fp8Copies out, const quant::SrKey& sr,
                                  cudaStream_t stream) {
   constexpr const char* fn = "quantize_fp8_delayed";
-  fp8_check::not_null(fn, "state.amax_history", state.amax_history);
+  check_not_null(fn, "state.amax_history", state.amax_history);
   if (state.window <= 0) throw std::invalid_argument("quantize_fp8_delayed: state.window must be positive (default 1024)");
   if (step < 0) throw std::invalid_argument("quantize_fp8_delayed: step must be >= 0");
   cast_transpose_fp8(x, rows, cols, format, state.scale, out, state.amax_history + step % state.window, sr, stream);

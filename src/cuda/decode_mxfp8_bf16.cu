@@ -153,14 +153,14 @@ __global__ void __launch_bounds__(tile::kThreads)
 const char* decode_mxfp8_bf16(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols, uint16_t* out,
                               bool transpose_out, cudaStream_t stream) {
   constexpr const char* fn = "decode_mxfp8_bf16";
-  fp8_check::positive_shape(fn, rows, cols);
-  fp8_check::not_null(fn, "codes", codes);
-  fp8_check::not_null(fn, "scales", scales);
-  fp8_check::not_null(fn, "out", out);
-  fp8_check::multiple_of(fn, "cols", cols, kMxBlock, "1x32 MX blocks along cols");
-  fp8_check::multiple_of(fn, "rows", rows, kMxBlock, "rows of the transposed output are stored 16 bytes at a time");
-  fp8_check::aligned16(fn, "codes", codes);
-  fp8_check::aligned16(fn, "out", out);
+  check_shape(fn, rows, cols);
+  check_not_null(fn, "codes", codes);
+  check_not_null(fn, "scales", scales);
+  check_not_null(fn, "out", out);
+  check_multiple(fn, "cols", cols, kMxBlock, "1x32 MX blocks along cols");
+  check_multiple(fn, "rows", rows, kMxBlock, "rows of the transposed output are stored 16 bytes at a time");
+  check_aligned(fn, "codes", codes);
+  check_aligned(fn, "out", out);
   if (!transpose_out) {
     const int64_t chunks = rows * cols / 16, per_block = int64_t{kThreads} * kChunksPerThread;
     decode_mxfp8_bf16_kernel<<<static_cast<unsigned>((chunks + per_block - 1) / per_block), kThreads, 0, stream>>>(

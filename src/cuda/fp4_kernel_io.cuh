@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "launch_checks.hpp"
 #include "nibble/cuda/check.hpp"
 #include "nibble/cuda/quartet.hpp"
 #include "nibble/format/bf16.hpp"
@@ -112,33 +113,10 @@ __device__ __forceinline__ uint8_t unpack_e2m1(const uint4& packed, int j) {
 }
 
 // ---- host: preconditions -----------------------------------------------------------------------
-inline void check_shape(const char* fn, int64_t rows, int64_t cols) {
-  if (rows <= 0 || cols <= 0) {
-    throw std::invalid_argument(std::string(fn) + ": shape " + std::to_string(rows) + "x" + std::to_string(cols) +
-                                " is empty; rows and cols must be positive");
-  }
-  if (rows > (int64_t{1} << 31) || cols > (int64_t{1} << 31)) {
-    throw std::invalid_argument(std::string(fn) + ": shape " + std::to_string(rows) + "x" + std::to_string(cols) +
-                                " exceeds 2^31 along one dimension; split the tensor");
-  }
-}
-inline void check_multiple(const char* fn, const char* what, int64_t value, int64_t m, const char* why) {
-  if (value % m != 0) {
-    throw std::invalid_argument(std::string(fn) + ": " + what + " = " + std::to_string(value) +
-                                " is not a multiple of " + std::to_string(m) + " (" + why +
-                                "); pad the tensor to a multiple of " + std::to_string(m));
-  }
-}
-inline void check_aligned(const char* fn, const char* what, const void* p, int64_t bytes = 16) {
-  if (p != nullptr && reinterpret_cast<uintptr_t>(p) % bytes != 0) {
-    throw std::invalid_argument(std::string(fn) + ": " + what + " is not " + std::to_string(bytes) +
-                                "-byte aligned (the kernel uses vector accesses); pass a cudaMalloc'd pointer "
-                                "or an offset that is a multiple of " + std::to_string(bytes) + " bytes");
-  }
-}
-inline void check_not_null(const char* fn, const char* what, const void* p) {
-  if (p == nullptr) throw std::invalid_argument(std::string(fn) + ": " + what + " is null; pass a device pointer");
-}
+using cuda::check_aligned;  // launch_checks.hpp, shared with the FP8 launchers
+using cuda::check_multiple;
+using cuda::check_not_null;
+using cuda::check_shape;
 // An MXFP4 output plane pair that is asked for (codes set) needs its scales and 16-byte aligned codes.
 inline void check_planes(const char* fn, const char* which, const Mxfp4Planes& p) {
   if (p.codes == nullptr) return;

@@ -123,15 +123,15 @@ __global__ void __launch_bounds__(tile::kThreads)
 template <Granularity G>
 const char* launch_block(const char* fn, const uint16_t* x, int64_t rows, int64_t cols, Fp8Copies out,
                          BlockScales sc, const quant::SrKey& sr, cudaStream_t stream) {
-  fp8_check::positive_shape(fn, rows, cols);
-  fp8_check::not_null(fn, "x", x);
-  fp8_check::multiple_of(fn, "cols", cols, 16, "16-byte row-wise loads and stores");
-  fp8_check::multiple_of(fn, "rows", rows, 16, "16-byte column-wise stores");
-  fp8_check::aligned16(fn, "x", x);
-  fp8_check::aligned16(fn, "out.rowwise", out.rowwise);
-  fp8_check::aligned16(fn, "out.colwise", out.colwise);
-  if (out.rowwise != nullptr) fp8_check::not_null(fn, "scale_inv_rowwise (needed with out.rowwise)", sc.rowwise);
-  if (out.colwise != nullptr) fp8_check::not_null(fn, "scale_inv_colwise (needed with out.colwise)", sc.colwise);
+  check_shape(fn, rows, cols);
+  check_not_null(fn, "x", x);
+  check_multiple(fn, "cols", cols, 16, "16-byte row-wise loads and stores");
+  check_multiple(fn, "rows", rows, 16, "16-byte column-wise stores");
+  check_aligned(fn, "x", x);
+  check_aligned(fn, "out.rowwise", out.rowwise);
+  check_aligned(fn, "out.colwise", out.colwise);
+  if (out.rowwise != nullptr) check_not_null(fn, "scale_inv_rowwise (needed with out.rowwise)", sc.rowwise);
+  if (out.colwise != nullptr) check_not_null(fn, "scale_inv_colwise (needed with out.colwise)", sc.colwise);
   if (out.rowwise == nullptr && out.colwise == nullptr) {
     throw std::invalid_argument(std::string(fn) + ": out.rowwise and out.colwise are both null; nothing to do");
   }

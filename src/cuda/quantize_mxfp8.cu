@@ -94,15 +94,15 @@ const char* quantize_mxfp8(const uint16_t* x, int64_t rows, int64_t cols, quant:
                            uint8_t* scales_rowwise, uint8_t* scales_colwise, MxScaleLayout layout,
                            const quant::SrKey& sr, cudaStream_t stream) {
   constexpr const char* fn = "quantize_mxfp8";
-  fp8_check::positive_shape(fn, rows, cols);
-  fp8_check::not_null(fn, "x", x);
-  fp8_check::multiple_of(fn, "cols", cols, kMxBlock, "1x32 MX blocks along cols");
-  fp8_check::multiple_of(fn, "rows", rows, kMxBlock, "32x1 MX blocks of the column-wise copy");
-  fp8_check::aligned16(fn, "x", x);
-  fp8_check::aligned16(fn, "out.rowwise", out.rowwise);
-  fp8_check::aligned16(fn, "out.colwise", out.colwise);
-  if (out.rowwise != nullptr) fp8_check::not_null(fn, "scales_rowwise (needed with out.rowwise)", scales_rowwise);
-  if (out.colwise != nullptr) fp8_check::not_null(fn, "scales_colwise (needed with out.colwise)", scales_colwise);
+  check_shape(fn, rows, cols);
+  check_not_null(fn, "x", x);
+  check_multiple(fn, "cols", cols, kMxBlock, "1x32 MX blocks along cols");
+  check_multiple(fn, "rows", rows, kMxBlock, "32x1 MX blocks of the column-wise copy");
+  check_aligned(fn, "x", x);
+  check_aligned(fn, "out.rowwise", out.rowwise);
+  check_aligned(fn, "out.colwise", out.colwise);
+  if (out.rowwise != nullptr) check_not_null(fn, "scales_rowwise (needed with out.rowwise)", scales_rowwise);
+  if (out.colwise != nullptr) check_not_null(fn, "scales_colwise (needed with out.colwise)", scales_colwise);
   if (out.rowwise == nullptr && out.colwise == nullptr) {
     throw std::invalid_argument("quantize_mxfp8: out.rowwise and out.colwise are both null; nothing to do");
   }

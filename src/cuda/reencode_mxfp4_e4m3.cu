@@ -13,6 +13,7 @@
 #include <string>
 
 #include "fp4_kernel_io.cuh"
+#include "mxfp4_row_reencode.cuh"
 #include "nibble/cuda/reencode.hpp"
 #include "nibble/format/e8m0.hpp"
 #include "nibble/quant/element_codecs.hpp"
@@ -34,26 +35,17 @@ constexpr bool fast_table_matches_reference() {
 }
 static_assert(fast_table_matches_reference(), "e2m1_to_e4m3_magnitudes must equal quant::reencode_e2m1_as_e4m3");
 
-constexpr int kMaxThreads = 512;
-constexpr int kMaxPer = 8;
-constexpr int kNoBlock = -1000;  // k of a block that does not count (NaN scale or all-zero codes)
+using row_reencode::block_exponent;
+using row_reencode::cta_extremes;
+using row_reencode::kMaxPer;
+using row_reencode::kMaxThreads;
+using row_reencode::kNoBlock;
 
 enum class Pass : uint8_t { row, group128, count };
 
-// k_j of a block if it counts towards k_max (non-NaN scale, some non-zero magnitude), else kNoBlock.
-__device__ __forceinline__ int block_exponent(const uint4& c, uint8_t sc) {
-  const bool nonzero = ((c.x | c.y | c.z | c.w) & 0x77777777u) != 0;
-  return sc != fmt::kE8M0Nan && nonzero ? fmt::e8m0_exponent(sc) : kNoBlock;
-}
-
-// 8 E2M1 codes of 16 bits (4 nibbles) -> 4 E4M3 bytes via the magnitude table, plus the sign bits.
-__device__ __forceinline__ uint32_t lookup4(uint32_t x16, uint32_t lo, uint32_t hi) {
-  const uint32_t mags = __byte_perm(lo, hi, x16 & 0x7777u);
-  const uint32_t b = __byte_perm(x16, 0, 0x1100);  // bytes: x0, x0, x1, x1
-  return mags | ((b << 4) & 0x00800080u) | (b & 0x80008000u);
-}
-
-// Writes the 32 E4M3 codes of one block (two 16-byte stores).
+// Writes the 32 E4M3 codes of one block (two 16-byte stores): row_reencode::block_e4m3's results,
+// written out here in this order because calling it changed this kernel's register allocation (same
+// instruction count, checked with cuobjdump; not yet timed on the GPU, so the tested SASS stays).
 __device__ __forceinline__ void encode_block(const uint4& c, uint8_t sc, int k_max, uint8_t* __restrict__ out) {
   uint32_t o[8];
   if (sc == fmt::kE8M0Nan) {
@@ -68,8 +60,8 @@ __device__ __forceinline__ void encode_block(const uint4& c, uint8_t sc, int k_m
       const uint32_t lo = static_cast<uint32_t>(t), hi = static_cast<uint32_t>(t >> 32);
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        o[2 * i] = lookup4(w[i] & 0xFFFFu, lo, hi);
-        o[2 * i + 1] = lookup4(w[i] >> 16, lo, hi);
+        o[2 * i] = row_reencode::lookup4(w[i] & 0xFFFFu, lo, hi);
+        o[2 * i + 1] = row_reencode::lookup4(w[i] >> 16, lo, hi);
       }
     } else {
 #pragma unroll
@@ -97,28 +89,6 @@ __device__ __forceinline__ void group_extremes(int k, int& gmax, int& gmin) {
   for (int d = 1; d < 4; d <<= 1) {
     gmax = max(gmax, __shfl_xor_sync(0xffffffffu, gmax, d));
     gmin = min(gmin, __shfl_xor_sync(0xffffffffu, gmin, d));
-  }
-}
-
-// CTA-wide max of a and min of b (every thread gets the result).
-__device__ __forceinline__ void cta_extremes(int& a, int& b) {
-  __shared__ int smax[kMaxThreads / 32], smin[kMaxThreads / 32];
-#pragma unroll
-  for (int d = 16; d > 0; d >>= 1) {
-    a = max(a, __shfl_xor_sync(0xffffffffu, a, d));
-    b = min(b, __shfl_xor_sync(0xffffffffu, b, d));
-  }
-  const int warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  if (threadIdx.x % 32 == 0) {
-    smax[warp] = a;
-    smin[warp] = b;
-  }
-  __syncthreads();
-  a = smax[0];
-  b = smin[0];
-  for (int i = 1; i < warps; ++i) {
-    a = max(a, smax[i]);
-    b = min(b, smin[i]);
   }
 }
 
@@ -198,8 +168,7 @@ void launch(Mxfp4ConstPlanes in, int64_t rows, int64_t cols, bool count_groups, 
             ReencodeViolations* violations, cudaStream_t stream) {
   const int64_t nb = cols / 32;
   // Smallest blocks-per-thread that keeps the row resident; one warp at least, 512 threads at most.
-  int per = 1;
-  while (per < kMaxPer && nb > static_cast<int64_t>(per) * kMaxThreads) per *= 2;
+  const int per = row_reencode::blocks_per_thread(nb, 1);
   const int64_t want = (nb + per - 1) / per;
   const int threads = static_cast<int>(want >= kMaxThreads ? kMaxThreads : ((want + 31) / 32) * 32);
   const dim3 grid(static_cast<unsigned>(rows));
