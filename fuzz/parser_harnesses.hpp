@@ -10,6 +10,9 @@
 #include "nibble/bench/result.hpp"
 #include "nibble/io/npy.hpp"
 #include "nibble/io/safetensors.hpp"
+#include "nibble/law/bench_speedups.hpp"
+#include "nibble/law/fit.hpp"
+#include "nibble/law/planner.hpp"
 #include "nibble/law/runs.hpp"
 #include "nibble/report/render.hpp"
 #include "nibble/workload/gemm_list.hpp"
@@ -103,6 +106,40 @@ inline bool exercise_bench_result(const uint8_t* data, size_t size) {
     (void)report::to_csv(r);
     (void)report::to_html(r);
     (void)report::render_comparison(r, r);
+  });
+  return true;
+}
+
+// The bench JSON as `nibble law plan|map --speedups` reads it: speedups_from_bench_json under each kind
+// of option the CLI passes (defaults; another FP8 recipe, FP4 recipe and mode), then the planner on
+// what it returns (published law and efficiencies), its explanation and its JSON.
+inline bool exercise_bench_speedups(const uint8_t* data, size_t size) {
+  const nlohmann::json j = parse_json_or_discard(data, size);
+  if (j.is_discarded()) return false;
+  const law::BenchSpeedupOptions options[] = {{}, {"fp8-delayed", "mxfp4", "per-gemm"}, {"", "nvfp4", "pre-quantized"}};
+  for (const auto& o : options) {
+    expect_clean_rejection([&] {
+      const law::BenchSpeedups s = law::speedups_from_bench_json(j, o, "fuzz bench.json");
+      const law::Plan plan = law::plan_precision(law::published_constants(), law::published_quartet_efficiency(),
+                                                 s.speedups, 1e9, 2e10);
+      (void)law::explain_plan(plan);
+      (void)law::plan_to_json(plan).dump();
+      (void)law::fp4_fp4_threshold(law::published_constants(), law::published_quartet_efficiency(), s.speedups, 1e9);
+    });
+  }
+  return true;
+}
+
+// A scaling-law fit JSON as `nibble law plan|map --fit` reads it: fit_from_json, a loss prediction
+// with every scheme it holds, and the fit_to_json -> fit_from_json round trip.
+inline bool exercise_law_fit(const uint8_t* data, size_t size) {
+  const nlohmann::json j = parse_json_or_discard(data, size);
+  if (j.is_discarded()) return false;
+  expect_clean_rejection([&] {
+    const law::FitResult fit = law::fit_from_json(j, "fuzz fit.json");
+    for (const auto& [name, scheme] : fit.schemes) (void)law::predict_loss(fit.law, 1e9, 2e10, scheme.eff);
+    const law::FitResult again = law::fit_from_json(law::fit_to_json(fit), "roundtrip");
+    if (again.schemes.size() != fit.schemes.size()) std::abort();
   });
   return true;
 }

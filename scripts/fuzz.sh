@@ -12,7 +12,7 @@ build="${NIBBLE_FUZZ_BUILD:-build-fuzz}"
 jobs="${JOBS:-$(nproc)}"
 seconds="${1:-45}"
 shift || true
-all_targets=(npy safetensors hf_config preset runs_csv bench_result)
+all_targets=(npy safetensors hf_config preset runs_csv bench_result bench_speedups law_fit)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all_targets[@]}")
 

@@ -148,6 +148,9 @@ BenchSpeedups speedups_from_bench_json(const nlohmann::json& bench, const BenchS
   out.fp8_path = summary_path(bench, out.fp8_recipe, out.mode);
   out.fp4_path = summary_path(bench, out.fp4_recipe, out.mode);
   out.gpu = bench.contains("gpu") && bench["gpu"].is_string() ? bench["gpu"].get<std::string>() : "unknown GPU";
+  if (bench.contains("predicted") && !bench["predicted"].is_boolean())
+    throw std::invalid_argument(fmt::format("{}: 'predicted' must be true or false, not {}", origin,
+                                            bench["predicted"].dump()));
   out.predicted = bench.value("predicted", false);
   out.speedups.fwd = fp8.fprop / fp4.fprop;
   out.speedups.bwd = fp8.backward / fp4.backward;

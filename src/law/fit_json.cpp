@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -21,6 +22,17 @@ double number_field(const nlohmann::json& j, const std::string& key, const std::
                                             "written by `nibble law fit --json`",
                                             origin, key, where));
   return j[key].get<double>();
+}
+
+// An optional text field: the fallback when absent, else it must be a string.
+std::string text_field_or(const nlohmann::json& j, const std::string& key, const std::string& fallback,
+                          const std::string& where, const std::string& origin) {
+  if (!j.contains(key)) return fallback;
+  if (!j[key].is_string())
+    throw std::invalid_argument(fmt::format("{}: field '{}' in {} must be a string (it is {}); a fit JSON is "
+                                            "written by `nibble law fit --json`",
+                                            origin, key, where, j[key].type_name()));
+  return j[key].get<std::string>();
 }
 
 Interval interval_field(const nlohmann::json& j, const std::string& key, double fallback) {
@@ -84,10 +96,10 @@ FitResult fit_from_json(const nlohmann::json& j, const std::string& origin) {
   fit.law.beta = number_field(j, "beta", "the top level", origin);
   fit.law.E = number_field(j, "E", "the top level", origin);
   fit.law.gamma = number_field(j, "gamma", "the top level", origin);
-  fit.law.source = j.value("source", std::string("fit JSON")) + " [" + origin + "]";
+  fit.law.source = text_field_or(j, "source", "fit JSON", "the top level", origin) + " [" + origin + "]";
   validate(fit.law);
-  fit.base_scheme = j.value("base_scheme", std::string("bf16"));
-  fit.solver = j.value("solver", std::string());
+  fit.base_scheme = text_field_or(j, "base_scheme", "bf16", "the top level", origin);
+  fit.solver = text_field_or(j, "solver", "", "the top level", origin);
   if (j.contains("intervals") && j["intervals"].is_object()) {
     fit.has_intervals = true;
     const std::pair<const char*, double> constants[] = {{"A", fit.law.A}, {"alpha", fit.law.alpha},
@@ -95,8 +107,14 @@ FitResult fit_from_json(const nlohmann::json& j, const std::string& origin) {
                                                         {"E", fit.law.E}, {"gamma", fit.law.gamma}};
     for (const auto& [name, v] : constants) fit.intervals[name] = interval_field(j["intervals"], name, v);
   }
-  if (j.contains("poorly_determined") && j["poorly_determined"].is_array())
-    fit.poorly_determined = j["poorly_determined"].get<std::vector<std::string>>();
+  if (j.contains("poorly_determined") && j["poorly_determined"].is_array()) {
+    for (const auto& name : j["poorly_determined"]) {
+      if (!name.is_string())
+        throw std::invalid_argument(fmt::format("{}: 'poorly_determined' must list constant names as strings "
+                                                "(found {})", origin, name.dump()));
+      fit.poorly_determined.push_back(name.get<std::string>());
+    }
+  }
   if (j.contains("schemes")) {
     if (!j["schemes"].is_object())
       throw std::invalid_argument(fmt::format("{}: 'schemes' must be an object {{name: {{eff_n, eff_d}}}}", origin));
@@ -106,7 +124,13 @@ FitResult fit_from_json(const nlohmann::json& j, const std::string& origin) {
       s.eff = {number_field(sj, "eff_n", where, origin), number_field(sj, "eff_d", where, origin)};
       if (!(s.eff.eff_n > 0 && s.eff.eff_d > 0 && std::isfinite(s.eff.eff_n) && std::isfinite(s.eff.eff_d)))
         throw std::invalid_argument(fmt::format("{}: {} efficiencies must be positive and finite", origin, where));
-      s.runs = sj.value("runs", 0);
+      if (sj.contains("runs")) {
+        if (!sj["runs"].is_number_integer() || sj["runs"].get<int64_t>() < 0 ||
+            sj["runs"].get<int64_t>() > std::numeric_limits<int>::max())
+          throw std::invalid_argument(fmt::format("{}: {}.runs must be a count of runs (a non-negative integer), "
+                                                  "not {}", origin, where, sj["runs"].dump()));
+        s.runs = static_cast<int>(sj["runs"].get<int64_t>());
+      }
       const nlohmann::json iv = sj.contains("intervals") && sj["intervals"].is_object() ? sj["intervals"]
                                                                                        : nlohmann::json::object();
       s.eff_n_interval = interval_field(iv, "eff_n", s.eff.eff_n);

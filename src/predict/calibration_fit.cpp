@@ -1,5 +1,6 @@
 // Calibration of the performance model: observations (measured times of known shapes) in a data
 // file, and one efficiency factor per recipe family fitted to them by least squares.
+#include "json_fields.hpp"
 #include "nibble/bench/aggregate.hpp"
 #include "nibble/predict.hpp"
 #include "nibble/workload/model_sources.hpp"
@@ -69,13 +70,14 @@ double minimize(const std::vector<const Observation*>& obs, const Execution& e, 
 }
 
 Shape shape_from_json(const nlohmann::json& j, const std::string& where) {
+  json_fields::require_object(j, where);
   Shape s;
   for (auto [key, slot] : {std::pair{"m", &s.m}, std::pair{"k", &s.k}, std::pair{"n", &s.n}}) {
     if (!j.contains(key) || !j[key].is_number_integer() || j[key].get<int64_t>() <= 0)
       throw std::invalid_argument(fmt::format("{}.{}: missing or not a positive integer", where, key));
     *slot = j[key].get<int64_t>();
   }
-  s.count = j.value("count", int64_t{1});
+  s.count = json_fields::count_or(j, "count", 1, where);
   return s;
 }
 
@@ -121,24 +123,34 @@ Calibration load_calibration(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number past double
     throw std::invalid_argument(fmt::format("calibration '{}' is not valid JSON: {}", path, e.what()));
   }
+  const std::string top = fmt::format("calibration '{}'", path);
+  json_fields::require_object(j, top);
   Calibration c;
-  c.label = j.value("label", path);
-  c.gpu = j.value("gpu", "");
-  c.quant_bandwidth_fraction = j.value("quant_bandwidth_fraction", 0.95);
+  c.label = json_fields::text_or(j, "label", path, top);
+  c.gpu = json_fields::text_or(j, "gpu", "", top);
+  c.quant_bandwidth_fraction = json_fields::number_or(j, "quant_bandwidth_fraction", 0.95, top);
+  if (!(c.quant_bandwidth_fraction > 0 && std::isfinite(c.quant_bandwidth_fraction)))
+    throw std::invalid_argument(fmt::format("{}.quant_bandwidth_fraction: {} must be a positive fraction of the "
+                                            "copy bandwidth", top, c.quant_bandwidth_fraction));
   std::map<std::string, std::vector<Shape>> sets;
-  const nlohmann::json shape_sets = j.value("shape_sets", nlohmann::json::object());
-  for (auto& [name, list] : shape_sets.items())
+  const nlohmann::json shape_sets = j.contains("shape_sets") ? j["shape_sets"] : nlohmann::json::object();
+  json_fields::require_object(shape_sets, top + ".shape_sets");
+  for (auto& [name, list] : shape_sets.items()) {
+    if (!list.is_array())
+      throw std::invalid_argument(fmt::format("{}.shape_sets.{}: must be an array of {{m, k, n}} shapes", top, name));
     for (size_t i = 0; i < list.size(); ++i)
       sets[name].push_back(shape_from_json(list[i], fmt::format("{}: shape_sets.{}[{}]", path, name, i)));
+  }
   if (!j.contains("observations") || !j["observations"].is_array())
     throw std::invalid_argument(fmt::format("calibration '{}': missing the \"observations\" array", path));
   for (size_t i = 0; i < j["observations"].size(); ++i) {
     const auto& o = j["observations"][i];
     const std::string where = fmt::format("{}: observations[{}]", path, i);
+    json_fields::require_object(o, where);
     Observation ob;
-    ob.family = o.value("family", "");
-    ob.what = o.value("what", "");
-    ob.ms = o.value("ms", 0.0);
+    ob.family = json_fields::text_or(o, "family", "", where);
+    ob.what = json_fields::text_or(o, "what", "", where);
+    ob.ms = json_fields::number_or(o, "ms", 0.0, where);
     if (!(ob.ms > 0)) throw std::invalid_argument(where + ".ms: must be a positive time in ms");
     if (o.contains("shapes") && o["shapes"].is_string()) {
       auto it = sets.find(o["shapes"].get<std::string>());

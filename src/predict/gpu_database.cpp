@@ -1,4 +1,5 @@
 // The GPU database (data/gpus.json): datasheet peaks, bandwidth, SMs, with sources.
+#include "json_fields.hpp"
 #include "nibble/predict.hpp"
 #include "nibble/workload/model_sources.hpp"
 
@@ -46,10 +47,11 @@ std::vector<GpuSpec> load_gpu_database(const std::string& path) {
   for (size_t i = 0; i < j["gpus"].size(); ++i) {
     const auto& g = j["gpus"][i];
     const std::string where = fmt::format("{}: gpus[{}]", path, i);
+    json_fields::require_object(g, where);
     GpuSpec s;
-    s.name = g.value("name", "");
+    s.name = json_fields::text_or(g, "name", "", where);
     if (s.name.empty()) throw std::invalid_argument(where + ".name: missing");
-    s.arch = g.value("arch", "");
+    s.arch = json_fields::text_or(g, "arch", "", where);
     s.compute_capability = static_cast<int>(positive(g, "compute_capability", where));
     s.sm_count = static_cast<int>(positive(g, "sm_count", where));
     s.boost_clock_mhz = positive(g, "boost_clock_mhz", where);
@@ -61,7 +63,7 @@ std::vector<GpuSpec> load_gpu_database(const std::string& path) {
     s.tile_m = static_cast<int>(positive(g, "tile_m", where));
     s.tile_n = static_cast<int>(positive(g, "tile_n", where));
     s.copy_fraction = positive(g, "copy_fraction", where);
-    s.source = g.value("source", "");
+    s.source = json_fields::text_or(g, "source", "", where);
     if (s.source.empty()) throw std::invalid_argument(where + ".source: every entry must cite its datasheet");
     out.push_back(s);
   }

@@ -43,6 +43,7 @@ const Target kTargets[] = {
     {"npy", nibble::fuzz::exercise_npy},           {"safetensors", nibble::fuzz::exercise_safetensors},
     {"hf_config", nibble::fuzz::exercise_hf_config}, {"preset", nibble::fuzz::exercise_preset},
     {"runs_csv", nibble::fuzz::exercise_runs_csv}, {"bench_result", nibble::fuzz::exercise_bench_result},
+    {"bench_speedups", nibble::fuzz::exercise_bench_speedups}, {"law_fit", nibble::fuzz::exercise_law_fit},
 };
 
 const fs::path kFindings = NIBBLE_FUZZ_FINDINGS_DIR;

@@ -106,3 +106,41 @@ TEST(JsonReaderErrors, NonStringModelTypeNamesTheField) {
   ok["model_type"] = "llama";
   EXPECT_TRUE(nibble::workload::hf_config_from_json(ok, "cfg.json").gated);  // llama is a gated family
 }
+
+// Fuzz finding (session 19, fuzz_law_fit): a fit JSON whose optional fields have the wrong type
+// ("base_scheme": null) escaped as nlohmann's type_error. Each optional field, given a random value
+// of a wrong type, is refused with std::invalid_argument naming it; the valid document still loads.
+TEST(JsonReaderErrors, FitJsonOptionalFieldsOfTheWrongTypeNameTheField) {
+  auto rng = nibble::testing::fresh_rng();
+  const nlohmann::json valid = {{"A", 2.52e5},  {"alpha", 0.58}, {"B", 5.25e5}, {"beta", 0.544},
+                                {"E", 1.35},    {"gamma", 2.27}, {"source", "published"},
+                                {"base_scheme", "bf16"},          {"solver", "ceres"},
+                                {"poorly_determined", {"A"}},
+                                {"schemes", {{"bf16", {{"eff_n", 1.0}, {"eff_d", 1.0}, {"runs", 12}}}}}};
+  EXPECT_NO_THROW(nibble::law::fit_from_json(valid, "fit.json"));
+  const nlohmann::json wrong[] = {nullptr, static_cast<double>(rng() % 1000) / 7, nlohmann::json::array({1, 2}),
+                                  nlohmann::json::object(), true};
+  struct Field {
+    std::vector<std::string> path;
+    bool text;  // a string field (else a count or a list)
+  };
+  const Field fields[] = {{{"source"}, true}, {{"base_scheme"}, true}, {{"solver"}, true},
+                          {{"schemes", "bf16", "runs"}, false}};
+  for (const Field& f : fields) {
+    const nlohmann::json bad_value = wrong[rng() % std::size(wrong)];
+    nlohmann::json bad = valid;
+    nlohmann::json* slot = &bad;
+    for (const auto& key : f.path) slot = &(*slot)[key];
+    *slot = f.text ? bad_value : nlohmann::json("many");
+    SCOPED_TRACE(bad.dump());
+    try {
+      nibble::law::fit_from_json(bad, "fit.json");
+      ADD_FAILURE() << "accepted " << f.path.back() << " = " << slot->dump();
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(f.path.back()), std::string::npos) << e.what();
+    }
+  }
+  nlohmann::json bad_list = valid;
+  bad_list["poorly_determined"] = {"A", rng() % 100};
+  EXPECT_THROW(nibble::law::fit_from_json(bad_list, "fit.json"), std::invalid_argument);
+}

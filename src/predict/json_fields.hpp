@@ -1,0 +1,40 @@
+// Typed reads of the predict layer's data files (GPU database, calibration): an optional field that
+// is present with the wrong type is refused with std::invalid_argument naming it, never passed on as
+// nlohmann's type_error (whose message names no field).
+#pragma once
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+
+namespace nibble::predict::json_fields {
+
+inline void require_object(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object())
+    throw std::invalid_argument(fmt::format("{}: expected a JSON object, found {}", where, j.type_name()));
+}
+
+inline std::string text_or(const nlohmann::json& j, const char* key, const std::string& fallback,
+                           const std::string& where) {
+  if (!j.contains(key)) return fallback;
+  if (!j[key].is_string())
+    throw std::invalid_argument(fmt::format("{}.{}: must be a string, found {}", where, key, j[key].type_name()));
+  return j[key].get<std::string>();
+}
+
+inline double number_or(const nlohmann::json& j, const char* key, double fallback, const std::string& where) {
+  if (!j.contains(key)) return fallback;
+  if (!j[key].is_number())
+    throw std::invalid_argument(fmt::format("{}.{}: must be a number, found {}", where, key, j[key].type_name()));
+  return j[key].get<double>();
+}
+
+inline int64_t count_or(const nlohmann::json& j, const char* key, int64_t fallback, const std::string& where) {
+  if (!j.contains(key)) return fallback;
+  if (!j[key].is_number_integer() || j[key].get<int64_t>() <= 0)
+    throw std::invalid_argument(fmt::format("{}.{}: must be a positive integer, found {}", where, key, j[key].dump()));
+  return j[key].get<int64_t>();
+}
+
+}  // namespace nibble::predict::json_fields
