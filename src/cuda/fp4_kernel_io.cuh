@@ -123,6 +123,15 @@ inline void check_planes(const char* fn, const char* which, const Mxfp4Planes& p
   check_not_null(fn, (std::string(which) + ".scales").c_str(), p.scales);
   check_aligned(fn, (std::string(which) + ".codes").c_str(), p.codes);
 }
+// A row + column quantizer's two output plane pairs: at least one asked for, each as check_planes.
+inline void check_rowcol_planes(const char* fn, const Mxfp4Planes& rowwise, const Mxfp4Planes& colwise) {
+  if (rowwise.codes == nullptr && colwise.codes == nullptr) {
+    throw std::invalid_argument(std::string(fn) + ": neither rowwise.codes nor colwise.codes is set; ask for at "
+                                "least one copy");
+  }
+  check_planes(fn, "rowwise", rowwise);
+  check_planes(fn, "colwise", colwise);
+}
 inline void check_hadamard_size(const char* fn, int n, int max_size) {
   if (!quant::valid_hadamard_size(n) || n > max_size) {
     throw std::invalid_argument(std::string(fn) + ": hadamard_size " + std::to_string(n) +

@@ -133,12 +133,7 @@ const char* quantize_mxfp4_rowcol(const void* x, Fp4DenseType type, int64_t rows
   fp4::check_multiple(fn, "rows", rows, 32, "the column-wise copy has 1x32 blocks along rows");
   fp4::check_not_null(fn, "x", x);
   fp4::check_aligned(fn, "x", x);
-  if (rowwise.codes == nullptr && colwise.codes == nullptr) {
-    throw std::invalid_argument(std::string(fn) + ": neither rowwise.codes nor colwise.codes is set; ask for at "
-                                "least one copy");
-  }
-  fp4::check_planes(fn, "rowwise", rowwise);
-  fp4::check_planes(fn, "colwise", colwise);
+  fp4::check_rowcol_planes(fn, rowwise, colwise);
   if (type == Fp4DenseType::bf16) {
     const auto* p = static_cast<const uint16_t*>(x);
     launch_rowcol(rowcol::DenseLoader<uint16_t>{p, cols}, rows, cols, rule, sr, rowwise, colwise, stream);

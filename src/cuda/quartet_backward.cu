@@ -109,12 +109,7 @@ const char* quartet_backward_quantize(const void* x, Fp4DenseType type, int64_t 
   fp4::check_shape(fn, rows, cols);
   fp4::check_not_null(fn, "x", x);
   fp4::check_aligned(fn, "x", x);
-  if (rowwise.codes == nullptr && colwise.codes == nullptr) {
-    throw std::invalid_argument(std::string(fn) + ": neither rowwise.codes nor colwise.codes is set; ask for at "
-                                "least one copy");
-  }
-  fp4::check_planes(fn, "rowwise", rowwise);
-  fp4::check_planes(fn, "colwise", colwise);
+  fp4::check_rowcol_planes(fn, rowwise, colwise);
   const bool tile = colwise.codes != nullptr;
   if (options.rotate) fp4::check_hadamard_size(fn, options.hadamard_size, tile ? 32 : 128);
   const int n = options.rotate && options.hadamard_size > 32 ? options.hadamard_size : 32;
