@@ -14,6 +14,7 @@ struct EngineOptions {
   std::vector<std::string> recipes;
   std::vector<bench::Mode> modes;
   int warmup = 3;
+  double warmup_ms = 0;  // per row, after the warm-up runs: see TimingOptions::warmup_ms
   int iters = 20;
   bool autotune = false;
   bool flush_l2 = true;

@@ -32,6 +32,7 @@ struct BenchArgs {
   bool no_fp8 = false, no_fp4 = false;
   std::string baseline;  // empty: fp8-delayed when benchmarked, else bf16, else the first recipe
   int iters = 20, warmup = 3;
+  double warmup_ms = 0;
   std::string json, csv, html, gpu;
   bool autotune = false;
   bool quiet = false;
@@ -98,6 +99,7 @@ int run_bench(const BenchArgs& a) {
     opt.modes = modes;
     opt.iters = a.iters;
     opt.warmup = a.warmup;
+    opt.warmup_ms = a.warmup_ms;
     opt.autotune = a.autotune;
     opt.baseline = baseline;
     opt.command_line = a.command_line;
@@ -140,6 +142,11 @@ std::function<int()> setup_bench(CLI::App& sub) {
                  "recipe the speedups are also quoted against (default: fp8-delayed when benchmarked, else bf16)");
   sub.add_option("--iters", a->iters, "timed runs per row")->check(CLI::Range(1, 100000))->capture_default_str();
   sub.add_option("--warmup", a->warmup, "warm-up runs per row")->check(CLI::Range(0, 100000))->capture_default_str();
+  sub.add_option("--warmup-ms", a->warmup_ms,
+                 "then keep running each row's own work for at least this many ms of GPU time before timing it, so "
+                 "every row is timed at the clocks the GPU settles at under that work (0: off)")
+      ->check(CLI::Range(0.0, 60000.0))
+      ->capture_default_str();
   sub.add_option("--json", a->json, "write the full result as JSON");
   sub.add_option("--csv", a->csv, "write one row per (GEMM, recipe, mode) as CSV");
   sub.add_option("--html", a->html, "write a self-contained HTML report");

@@ -107,7 +107,7 @@ bench::BenchResult run_bench(const workload::Workload& workload, const EngineOpt
   result.layers = workload.layers;
   result.baseline_recipe = options.baseline;
 
-  TimingOptions topt{options.warmup, options.iters, options.flush_l2};
+  TimingOptions topt{options.warmup, options.warmup_ms, options.iters, options.flush_l2};
   warm_up_clocks(300, stream);
   result.copy_bandwidth_gbs = measure_copy_bandwidth(size_t{1} << 30, topt, stream) / 1e9;
   GpuInfo after;
@@ -115,9 +115,11 @@ bench::BenchResult run_bench(const workload::Workload& workload, const EngineOpt
   result.gpu.sm_clock_mhz = after.sm_clock_mhz;
   result.notes.push_back(::fmt::format("device-to-device copy bandwidth measured in this run: {:.0f} GB/s (read + write)",
                                      result.copy_bandwidth_gbs));
-  result.notes.push_back("timing: CUDA events, " + std::to_string(options.warmup) + " warm-up and " +
-                         std::to_string(options.iters) + " timed runs per row, L2 flushed between runs, median reported; "
-                         "quantization and GEMM are timed separately and summed");
+  result.notes.push_back(
+      "timing: CUDA events, " + std::to_string(options.warmup) + " warm-up runs" +
+      (options.warmup_ms > 0 ? ::fmt::format(" then at least {:g} ms of the row's own work", options.warmup_ms) : "") +
+      " and " + std::to_string(options.iters) + " timed runs per row, L2 flushed between runs, median reported; "
+      "quantization and GEMM are timed separately and summed");
   if (options.te_settings_for_per_gemm) {
     result.notes.push_back("per-gemm mode uses Transformer Engine's benchmark settings: E4M3 only, fast accumulation, "
                            "every GEMM timed as a forward-layer call (fp8-block wgrad: dY^T in 128x128 blocks, not the "

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "nibble/cuda/check.hpp"
@@ -15,6 +16,8 @@ struct L2Flusher {
   ~L2Flusher() { cudaFree(buf); }
   void flush(cudaStream_t s) const { NIBBLE_CUDA_CHECK(cudaMemsetAsync(buf, 0x5a, bytes, s)); }
 };
+
+constexpr int kMaxWarmupRuns = 100000;  // bounds the time-based warm-up of a very short work item
 
 double percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
@@ -38,7 +41,30 @@ TimingStats time_on_gpu(const std::function<void(cudaStream_t, int)>& work, cons
   NIBBLE_CUDA_CHECK(cudaGetDevice(&device));
   NIBBLE_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
   L2Flusher flusher(static_cast<size_t>(l2));
-  for (int i = 0; i < opt.warmup; ++i) work(stream, i);
+  int rep = 0;
+  for (; rep < opt.warmup; ++rep) work(stream, rep);
+  if (opt.warmup_ms > 0) {
+    // Timed batches: the first of one run, each next one sized from the time per run measured so
+    // far to fill what is left of warmup_ms (at most 256 runs, so the GPU is never queued far ahead).
+    cudaEvent_t a, b;
+    NIBBLE_CUDA_CHECK(cudaEventCreate(&a));
+    NIBBLE_CUDA_CHECK(cudaEventCreate(&b));
+    double elapsed = 0;
+    int runs = 0, batch = 1;
+    while (elapsed < opt.warmup_ms && rep < kMaxWarmupRuns) {
+      NIBBLE_CUDA_CHECK(cudaEventRecord(a, stream));
+      for (int i = 0; i < batch && rep < kMaxWarmupRuns; ++i, ++runs) work(stream, rep++);
+      NIBBLE_CUDA_CHECK(cudaEventRecord(b, stream));
+      NIBBLE_CUDA_CHECK(cudaEventSynchronize(b));
+      float t = 0;
+      NIBBLE_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+      elapsed += t;
+      const double per_run = runs > 0 && elapsed > 0 ? elapsed / runs : opt.warmup_ms;
+      batch = static_cast<int>(std::clamp(std::ceil((opt.warmup_ms - elapsed) / per_run), 1.0, 256.0));
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+  }
   const int n = std::max(1, opt.iters);
   std::vector<cudaEvent_t> start(n), stop(n);
   for (int i = 0; i < n; ++i) {
@@ -48,7 +74,7 @@ TimingStats time_on_gpu(const std::function<void(cudaStream_t, int)>& work, cons
   for (int i = 0; i < n; ++i) {
     if (opt.flush_l2) flusher.flush(stream);
     NIBBLE_CUDA_CHECK(cudaEventRecord(start[i], stream));
-    work(stream, opt.warmup + i);
+    work(stream, rep + i);
     NIBBLE_CUDA_CHECK(cudaEventRecord(stop[i], stream));
   }
   NIBBLE_CUDA_CHECK(cudaStreamSynchronize(stream));

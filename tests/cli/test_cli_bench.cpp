@@ -36,4 +36,20 @@ TEST(CliBench, ExplicitBaselineOutsideTheRecipesIsRefused) {
   EXPECT_FALSE(std::filesystem::exists(box.path("b.json")));
 }
 
+// Timing options are checked before anything runs, also when predicting: a negative or absurd
+// --warmup-ms is refused naming the option, and no result file is written.
+TEST(CliBench, WarmupMsOutsideItsRangeIsRefused) {
+  CliSandbox box;
+  for (const char* bad : {"-1", "60001", "abc"}) {
+    const auto r = box.run(std::string("bench --gpu 'H200 SXM' --quiet --warmup-ms ") + bad + " --json " +
+                           box.path("b.json"));
+    EXPECT_NE(r.exit_code, 0) << bad;
+    EXPECT_NE(r.err.find("--warmup-ms"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(box.path("b.json"))) << bad;
+  }
+  const auto ok = box.run("bench --gpu 'H200 SXM' --quiet --recipes fp8-delayed --warmup-ms 150 --json " +
+                          box.path("b.json"));
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
 }  // namespace

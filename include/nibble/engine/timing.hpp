@@ -16,6 +16,9 @@ struct TimingStats {
 
 struct TimingOptions {
   int warmup = 3;
+  // After the `warmup` runs, keep running the work until this much GPU time has passed (0: off), so
+  // a row is timed at the clocks and power the GPU settles at under that work, whatever ran before it.
+  double warmup_ms = 0;
   int iters = 20;
   bool flush_l2 = true;  // write a buffer twice the L2 size between repetitions
 };
