@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -112,6 +113,17 @@ double get_number_or(const json& obj, const char* name, const std::string& where
   return get_number(obj, name, where);
 }
 
+// An optional count (SM count, compute capability, runs): a whole number in [0, INT_MAX], else refused
+// (a cast of a larger double to int would be undefined behaviour).
+int get_count_or(const json& obj, const char* name, const std::string& where, int fallback) {
+  if (!obj.contains(name)) return fallback;
+  const double v = get_number(obj, name, where);
+  if (!(v >= 0 && v <= static_cast<double>(std::numeric_limits<int>::max()) && v == std::floor(v)))
+    throw std::invalid_argument(fmt::format("{}.{}: expected a whole number from 0 to {}, got {}", where, name,
+                                            std::numeric_limits<int>::max(), obj[name].dump()));
+  return static_cast<int>(v);
+}
+
 int64_t get_int(const json& obj, const char* name, const std::string& where) {
   const json& v = field(obj, name, where);
   if (!v.is_number_integer())
@@ -155,7 +167,7 @@ Row row_from_json(const json& j, const std::string& where) {
   r.gemm.p90_ms = get_number_or(j, "gemm_p90_ms", where, r.gemm.median_ms);
   r.gemm.min_ms = get_number_or(j, "gemm_min_ms", where, r.gemm.median_ms);
   r.gemm.max_ms = get_number_or(j, "gemm_max_ms", where, r.gemm.median_ms);
-  r.gemm.n_runs = static_cast<int>(get_number_or(j, "n_runs", where, 0));
+  r.gemm.n_runs = get_count_or(j, "n_runs", where, 0);
   r.quant_ms = get_number_or(j, "quant_ms", where, 0);
   r.total_ms = get_number(j, "total_ms", where);
   r.tflops = get_number_or(j, "tflops", where, kNaN);
@@ -230,10 +242,10 @@ BenchResult result_from_json(const json& j) {
     throw std::invalid_argument(fmt::format(
         "schema: {} is not \"nibble-bench\"; this file is not a nibble bench result", j["schema"].dump()));
   if (j.contains("schema_version") && j["schema_version"].is_number_integer() &&
-      j["schema_version"].get<int>() > kSchemaVersion)
+      j["schema_version"].get<int64_t>() > kSchemaVersion)
     throw std::invalid_argument(fmt::format(
         "schema_version: {} is newer than this nibble understands ({}); upgrade nibble",
-        j["schema_version"].get<int>(), kSchemaVersion));
+        j["schema_version"].dump(), kSchemaVersion));
   const std::string top = "result";
   BenchResult r;
   r.gpu.name = get_string(j, "gpu", top);
@@ -245,8 +257,8 @@ BenchResult result_from_json(const json& j) {
   if (j.contains("gpu_info") && j["gpu_info"].is_object()) {
     const json& g = j["gpu_info"];
     const std::string w = "gpu_info";
-    r.gpu.sm_count = static_cast<int>(get_number_or(g, "sm_count", w, 0));
-    r.gpu.compute_capability = static_cast<int>(get_number_or(g, "compute_capability", w, 0));
+    r.gpu.sm_count = get_count_or(g, "sm_count", w, 0);
+    r.gpu.compute_capability = get_count_or(g, "compute_capability", w, 0);
     r.gpu.sm_clock_mhz = get_number_or(g, "sm_clock_mhz", w, 0);
     r.gpu.memory_clock_mhz = get_number_or(g, "memory_clock_mhz", w, 0);
     r.gpu.memory_bandwidth_gbs = get_number_or(g, "memory_bandwidth_gbs", w, 0);

@@ -4,6 +4,7 @@
 #pragma once
 #include <fmt/format.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -35,6 +36,17 @@ inline int64_t count_or(const nlohmann::json& j, const char* key, int64_t fallba
   if (!j[key].is_number_integer() || j[key].get<int64_t>() <= 0)
     throw std::invalid_argument(fmt::format("{}.{}: must be a positive integer, found {}", where, key, j[key].dump()));
   return j[key].get<int64_t>();
+}
+
+// A required whole number in [1, max] (SM count, compute capability, tile sizes): a cast of a larger
+// or fractional double to int would be wrong or undefined.
+inline int whole_number(const nlohmann::json& j, const char* key, int max, const std::string& where) {
+  if (!j.contains(key) || !j[key].is_number())
+    throw std::invalid_argument(fmt::format("{}.{}: missing or not a number", where, key));
+  const double v = j[key].get<double>();
+  if (!(v >= 1 && v <= max && v == std::floor(v)))
+    throw std::invalid_argument(fmt::format("{}.{}: {} must be a whole number from 1 to {}", where, key, j[key].dump(), max));
+  return static_cast<int>(v);
 }
 
 }  // namespace nibble::predict::json_fields

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -72,6 +73,15 @@ TEST(PredictDataFiles, GpuDatabaseFieldOfTheWrongTypeNamesTheField) {
     nlohmann::json bad = db;
     const bool was_string = bad["gpus"][i][key].is_string();
     bad["gpus"][i][key] = wrong_type(rng, was_string);
+    SCOPED_TRACE(bad["gpus"][i].dump());
+    const ScratchJson f(bad);
+    expect_refusal_naming(key, [&] { (void)load_gpu_database(f.str()); });
+  }
+  // Whole-number fields past int, fractional or zero (a double -> int cast would be undefined or wrong).
+  for (const char* key : {"sm_count", "compute_capability", "tile_m"}) {
+    const double bad_values[] = {std::ldexp(1.0, 31 + static_cast<int>(rng() % 900)), 2.5, 0.0};
+    nlohmann::json bad = db;
+    bad["gpus"][i][key] = bad_values[rng() % std::size(bad_values)];
     SCOPED_TRACE(bad["gpus"][i].dump());
     const ScratchJson f(bad);
     expect_refusal_naming(key, [&] { (void)load_gpu_database(f.str()); });

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -143,4 +144,29 @@ TEST(JsonReaderErrors, FitJsonOptionalFieldsOfTheWrongTypeNameTheField) {
   nlohmann::json bad_list = valid;
   bad_list["poorly_determined"] = {"A", rng() % 100};
   EXPECT_THROW(nibble::law::fit_from_json(bad_list, "fit.json"), std::invalid_argument);
+}
+
+// Fuzz finding (session 19, fuzz_bench_result under UBSan): a bench result whose gpu_info.compute_capability
+// was 9.6e102 reached a double -> int cast (undefined behaviour). Counts past int, negative or fractional,
+// drawn at random, are now refused naming the field; the valid document still reads.
+TEST(JsonReaderErrors, BenchResultCountsOutOfRangeNameTheField) {
+  const std::string sample = std::string(NIBBLE_FUZZ_FINDINGS_DIR) + "/../../../fuzz/corpus/bench_result/predicted_small.json";
+  std::ifstream in(sample);
+  ASSERT_TRUE(in.good()) << sample;
+  const nlohmann::json valid = nlohmann::json::parse(in);
+  EXPECT_NO_THROW(nibble::bench::result_from_json(valid));
+  auto rng = nibble::testing::fresh_rng();
+  const double bad_values[] = {std::ldexp(1.0, 31 + static_cast<int>(rng() % 900)), -1.0 - static_cast<double>(rng() % 50),
+                               2.5 + static_cast<double>(rng() % 100)};
+  for (const char* key : {"sm_count", "compute_capability"}) {
+    nlohmann::json bad = valid;
+    bad["gpu_info"][key] = bad_values[rng() % std::size(bad_values)];
+    SCOPED_TRACE(bad["gpu_info"].dump());
+    try {
+      nibble::bench::result_from_json(bad);
+      ADD_FAILURE() << "accepted gpu_info." << key;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  }
 }
