@@ -189,14 +189,8 @@ dim3 tile_grid(int64_t rows, int64_t cols) {
 }
 
 void check_cast_args(const char* fn, const uint16_t* x, int64_t rows, int64_t cols, ElementFormat f, Fp8Copies out) {
-  check_shape(fn, rows, cols);
+  fp8_check::tile_io(fn, x, rows, cols, out);
   fp8_check::fp8_format(fn, f);
-  check_not_null(fn, "x", x);
-  check_multiple(fn, "cols", cols, 16, "16-byte row-wise loads and stores");
-  check_multiple(fn, "rows", rows, 16, "16-byte column-wise stores");
-  check_aligned(fn, "x", x);
-  check_aligned(fn, "out.rowwise", out.rowwise);
-  check_aligned(fn, "out.colwise", out.colwise);
   if ((rows + tile::kTile - 1) / tile::kTile > 65535) {
     throw std::invalid_argument(std::string(fn) + ": rows = " + std::to_string(rows) +
                                 " needs more than 65535 row tiles; split the tensor along rows");

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "launch_checks.hpp"
+#include "nibble/cuda/quantize_fp8.hpp"
 #include "nibble/quant/formats.hpp"
 
 namespace nibble::cuda::fp8_check {
@@ -15,6 +16,18 @@ inline void fp8_format(const char* fn, quant::ElementFormat f) {
     throw std::invalid_argument(std::string(fn) + ": format must be e4m3 or e5m2 (hybrid recipes: e4m3 for X and W, "
                                 "e5m2 for dY)");
   }
+}
+
+// The BF16 input and FP8 outputs of the 128x128-tile kernels (cast + transpose, 1x128 / 128x128
+// blocks): 16-byte row-wise loads and stores and 16-byte column-wise stores.
+inline void tile_io(const char* fn, const uint16_t* x, int64_t rows, int64_t cols, const Fp8Copies& out) {
+  check_shape(fn, rows, cols);
+  check_not_null(fn, "x", x);
+  check_multiple(fn, "cols", cols, 16, "16-byte row-wise loads and stores");
+  check_multiple(fn, "rows", rows, 16, "16-byte column-wise stores");
+  check_aligned(fn, "x", x);
+  check_aligned(fn, "out.rowwise", out.rowwise);
+  check_aligned(fn, "out.colwise", out.colwise);
 }
 
 }  // namespace nibble::cuda::fp8_check

@@ -123,13 +123,7 @@ __global__ void __launch_bounds__(tile::kThreads)
 template <Granularity G>
 const char* launch_block(const char* fn, const uint16_t* x, int64_t rows, int64_t cols, Fp8Copies out,
                          BlockScales sc, const quant::SrKey& sr, cudaStream_t stream) {
-  check_shape(fn, rows, cols);
-  check_not_null(fn, "x", x);
-  check_multiple(fn, "cols", cols, 16, "16-byte row-wise loads and stores");
-  check_multiple(fn, "rows", rows, 16, "16-byte column-wise stores");
-  check_aligned(fn, "x", x);
-  check_aligned(fn, "out.rowwise", out.rowwise);
-  check_aligned(fn, "out.colwise", out.colwise);
+  fp8_check::tile_io(fn, x, rows, cols, out);
   if (out.rowwise != nullptr) check_not_null(fn, "scale_inv_rowwise (needed with out.rowwise)", sc.rowwise);
   if (out.colwise != nullptr) check_not_null(fn, "scale_inv_colwise (needed with out.colwise)", sc.colwise);
   if (out.rowwise == nullptr && out.colwise == nullptr) {
