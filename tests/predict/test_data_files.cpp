@@ -3,11 +3,11 @@
 // naming the field (never nlohmann's type_error, whose message names none).
 #include "nibble/predict.hpp"
 #include "nibble/workload/model_sources.hpp"
+#include "scratch_file.hpp"
 #include "test_seed.hpp"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -26,20 +26,9 @@ nlohmann::json read_json(const fs::path& p) {
   return nlohmann::json::parse(in);
 }
 
-class ScratchJson {
- public:
-  explicit ScratchJson(const nlohmann::json& j)
-      : path_(fs::temp_directory_path() / fmt::format("nibble-predict-{}-{}.json", ::getpid(), std::random_device{}())) {
-    std::ofstream(path_) << j.dump();
-  }
-  ~ScratchJson() {
-    std::error_code ec;
-    fs::remove(path_, ec);
-  }
-  std::string str() const { return path_.string(); }
-
- private:
-  fs::path path_;
+// A data file holding `j`, removed afterwards.
+struct ScratchJson : nibble::testing::ScratchFile {
+  explicit ScratchJson(const nlohmann::json& j) : ScratchFile(".json", j.dump()) {}
 };
 
 // A JSON value of a type other than `keep` (string or number), drawn from rng.

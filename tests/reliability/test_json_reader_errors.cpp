@@ -17,29 +17,14 @@
 #include "nibble/law/bench_speedups.hpp"
 #include "nibble/law/fit.hpp"
 #include "nibble/workload/model_sources.hpp"
+#include "scratch_file.hpp"
 #include "test_seed.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-class ScratchFile {
- public:
-  ScratchFile(const std::string& suffix, const std::string& contents) {
-    std::random_device rd;
-    path_ = fs::temp_directory_path() /
-            ("nibble-reliability-" + std::to_string(::getpid()) + "-" + std::to_string(rd()) + suffix);
-    std::ofstream(path_, std::ios::binary) << contents;
-  }
-  ~ScratchFile() {
-    std::error_code ec;
-    fs::remove(path_, ec);
-  }
-  std::string str() const { return path_.string(); }
-
- private:
-  fs::path path_;
-};
+using nibble::testing::ScratchFile;
 
 // A random overflowing exponent each run, so the test does not pin one literal.
 std::string huge_number() {
