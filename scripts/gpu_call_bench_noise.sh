@@ -11,7 +11,10 @@ source scripts/gpu_call_lib.sh
 { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DNIBBLE_BENCH=OFF -DNIBBLE_TESTS=OFF &&
   cmake --build build-gpu -j 16 --target nibble; } >"$R/build.txt" 2>&1
 echo "$(el) build rc=$?"
-nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+# The throttle-reason field was renamed (clocks_event_reasons in newer drivers); use whichever exists.
+reasons=clocks_event_reasons.active
+nvidia-smi --query-gpu=$reasons --format=csv >/dev/null 2>&1 || reasons=clocks_throttle_reasons.active
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,$reasons \
   --format=csv -lms 100 >"$R/smi.csv" 2>&1 &
 smi=$!
 ms=${WARMUP_MS:-200}
