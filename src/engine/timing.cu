@@ -50,16 +50,17 @@ TimingStats time_on_gpu(const std::function<void(cudaStream_t, int)>& work, cons
     NIBBLE_CUDA_CHECK(cudaEventCreate(&a));
     NIBBLE_CUDA_CHECK(cudaEventCreate(&b));
     double elapsed = 0;
-    int runs = 0, batch = 1;
+    int batch = 1;
     while (elapsed < opt.warmup_ms && rep < kMaxWarmupRuns) {
       NIBBLE_CUDA_CHECK(cudaEventRecord(a, stream));
-      for (int i = 0; i < batch && rep < kMaxWarmupRuns; ++i, ++runs) work(stream, rep++);
+      for (int i = 0; i < batch && rep < kMaxWarmupRuns; ++i) work(stream, rep++);
       NIBBLE_CUDA_CHECK(cudaEventRecord(b, stream));
       NIBBLE_CUDA_CHECK(cudaEventSynchronize(b));
       float t = 0;
       NIBBLE_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
       elapsed += t;
-      const double per_run = runs > 0 && elapsed > 0 ? elapsed / runs : opt.warmup_ms;
+      const int runs = rep - opt.warmup;  // time-based runs so far (>= 1)
+      const double per_run = elapsed > 0 ? elapsed / runs : opt.warmup_ms;
       batch = static_cast<int>(std::clamp(std::ceil((opt.warmup_ms - elapsed) / per_run), 1.0, 256.0));
     }
     cudaEventDestroy(a);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -31,13 +32,6 @@ inline double number_or(const nlohmann::json& j, const char* key, double fallbac
   return j[key].get<double>();
 }
 
-inline int64_t count_or(const nlohmann::json& j, const char* key, int64_t fallback, const std::string& where) {
-  if (!j.contains(key)) return fallback;
-  if (!j[key].is_number_integer() || j[key].get<int64_t>() <= 0)
-    throw std::invalid_argument(fmt::format("{}.{}: must be a positive integer, found {}", where, key, j[key].dump()));
-  return j[key].get<int64_t>();
-}
-
 // A required whole number in [1, max] (SM count, compute capability, tile sizes): a cast of a larger
 // or fractional double to int would be wrong or undefined.
 inline int whole_number(const nlohmann::json& j, const char* key, int max, const std::string& where) {
@@ -47,6 +41,11 @@ inline int whole_number(const nlohmann::json& j, const char* key, int max, const
   if (!(v >= 1 && v <= max && v == std::floor(v)))
     throw std::invalid_argument(fmt::format("{}.{}: {} must be a whole number from 1 to {}", where, key, j[key].dump(), max));
   return static_cast<int>(v);
+}
+
+// An optional count (calls of a GEMM shape): the fallback when absent, else whole_number.
+inline int64_t count_or(const nlohmann::json& j, const char* key, int64_t fallback, const std::string& where) {
+  return j.contains(key) ? whole_number(j, key, std::numeric_limits<int>::max(), where) : fallback;
 }
 
 }  // namespace nibble::predict::json_fields
