@@ -4,7 +4,7 @@
 # BASE's files laid over it: BASE mirrors repository paths and holds the changed files as they were
 # before the change (carried in .ab/, e.g. `git show HEAD~1:path > .ab/base/path`). Then the FP8 and
 # FP4 kernel benchmarks run in the order base new new base, so drift between runs shows as the spread
-# of the two runs of each side. KNOBS="VAR=VALUE ..." reruns the new FP4 benchmark once per knob;
+# of the two runs of each side. KNOBS="VAR=VALUE ..." reruns both new benchmarks once per knob;
 # BENCH=1 then runs nibble bench on the default model (JSON, HTML, CSV). Everything lands in $OUT/run,
 # packed into $OUT/run.tgz.
 # Usage: BASE=.ab/base [KNOBS=...] [BENCH=1] bash scripts/gpu_call_kernel_ab.sh   (device tool: carry [".ab"])
@@ -38,8 +38,10 @@ for side in base new new base; do
 done
 for k in ${KNOBS:-}; do
   n=$(echo "$k" | tr '=' '-')
-  env "$k" timeout 100 build-gpu/bench/gpu_quant_fp4_bench --json "$R/knob-$n.json" >"$R/knob-$n.txt" 2>&1
-  echo "$(el) knob $k rc=$?"
+  for b in $benches; do
+    env "$k" timeout 100 "build-gpu/bench/$b" --json "$R/knob-$n-$b.json" >"$R/knob-$n-$b.txt" 2>&1
+    echo "$(el) knob $k $b rc=$?"
+  done
 done
 if [ "${BENCH:-0}" = 1 ]; then
   timeout 150 build-gpu/nibble bench --quiet --json "$R/bench.json" --html "$R/bench.html" --csv "$R/bench.csv" \

@@ -1,6 +1,8 @@
 // mxfp8: E4M3 elements with one E8M0 scale per 32 elements, row-wise (1x32) and column-wise (32x1,
 // i.e. 1x32 along the transposed tensor) copies from one read of the input. OCP and round-up scale
 // rules are quant::mx_scale_code's.
+#include <cstdlib>
+
 #include "fp8_preconditions.hpp"
 #include "fp8_tile_128x128.cuh"
 #include "nibble/cuda/check.hpp"
@@ -29,8 +31,8 @@ __device__ __forceinline__ uint8_t mx_code(uint32_t amax_bits, quant::MxScaleRul
   return quant::mx_scale_code(quant::amax_from_bits(amax_bits), rule, kF);
 }
 
-template <bool kSr>
-__global__ void __launch_bounds__(tile::kThreads)
+template <bool kSr, int kMinBlocks>
+__global__ void __launch_bounds__(tile::kThreads, kMinBlocks)
     quantize_mxfp8_kernel(const uint16_t* __restrict__ x, int64_t rows, int64_t cols, Fp8Copies out, MxScales sc,
                           quant::SrKey sr) {
   __shared__ tile::Smem s;
@@ -88,6 +90,30 @@ __global__ void __launch_bounds__(tile::kThreads)
   }
 }
 
+// CTAs per SM the launch asks the compiler to fit. By default none (0): ptxas picks 64 registers for
+// the nearest kernel (4 CTAs per SM) and 80 for the stochastic one. 5 caps the nearest kernel at 48
+// registers (ptxas: 20 bytes of spill); ncu (session 18) found the 4-CTA kernel latency-bound (42.5%
+// of cycles with no eligible warp). NIBBLE_MXFP8_MIN_BLOCKS=5 picks the 5-CTA build (the A/B knob).
+int min_blocks_knob() {
+  static const int n = [] {
+    const char* e = std::getenv("NIBBLE_MXFP8_MIN_BLOCKS");
+    return e == nullptr ? 0 : std::atoi(e);
+  }();
+  return n;
+}
+
+template <bool kSr>
+void launch(dim3 grid, const uint16_t* x, int64_t rows, int64_t cols, Fp8Copies out, const MxScales& sc,
+            const quant::SrKey& sr, cudaStream_t stream) {
+  if constexpr (!kSr) {
+    if (min_blocks_knob() == 5) {
+      quantize_mxfp8_kernel<kSr, 5><<<grid, tile::kThreads, 0, stream>>>(x, rows, cols, out, sc, sr);
+      return;
+    }
+  }
+  quantize_mxfp8_kernel<kSr, 0><<<grid, tile::kThreads, 0, stream>>>(x, rows, cols, out, sc, sr);
+}
+
 }  // namespace
 
 const char* quantize_mxfp8(const uint16_t* x, int64_t rows, int64_t cols, quant::MxScaleRule rule, Fp8Copies out,
@@ -120,9 +146,9 @@ const char* quantize_mxfp8(const uint16_t* x, int64_t rows, int64_t cols, quant:
   }
   const MxScales sc{scales_rowwise, scales_colwise, layout, rule};
   if (sr.enabled) {
-    quantize_mxfp8_kernel<true><<<grid, tile::kThreads, 0, stream>>>(x, rows, cols, out, sc, sr);
+    launch<true>(grid, x, rows, cols, out, sc, sr, stream);
   } else {
-    quantize_mxfp8_kernel<false><<<grid, tile::kThreads, 0, stream>>>(x, rows, cols, out, sc, sr);
+    launch<false>(grid, x, rows, cols, out, sc, sr, stream);
   }
   NIBBLE_CHECK_LAUNCH();
   return rule == quant::MxScaleRule::ocp ? "mxfp8 OCP scale rule (row-wise + column-wise, one pass)"
