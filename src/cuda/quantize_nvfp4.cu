@@ -20,6 +20,8 @@
 // magic constants (fp4::e2m1_magic_bits_sat); the codes are packed by byte permutes; the RHT's 1/4
 // is folded into the amax and the divisor (rotate16_unnormalised). Groups outside the fast ranges
 // (d 0, NaN, tiny or huge; amax tiny) take the reference expressions per element, out of line.
+#include <type_traits>
+
 #include "fp4_kernel_io.cuh"
 #include "quartet_fused_group_math.cuh"
 #include "nibble/cuda/e2m1_fast_math.hpp"
@@ -60,6 +62,8 @@ struct Params {
 // beyond the instruction cache, and slower).
 template <class In>
 struct Chunk {
+  using Elem = In;
+  static constexpr int kUnroll = 1;  // the loops over a staged chunk stay rolled (see above)
   static constexpr int kWords = kChunkCols * static_cast<int>(sizeof(In)) / 4;  // per row: 4 (BF16), 8 (FP32)
   static constexpr int kStageWords = kChunkRows * kWords * kThreads;
   uint32_t* base;
@@ -97,6 +101,34 @@ struct Chunk {
     } else {
       return fmt::bits_float(word(i, k));
     }
+  }
+};
+
+// The same 16 x 8 BF16 chunk held in registers (16 x 4 words), for the amax pass: it reads each word
+// once, so staging it through shared memory only added traffic (ncu, session 16: the staged amax pass
+// at 58% issue use with the L1/shared pipe 81% busy). Loops over it unroll fully (kUnroll), so every
+// word index is a compile-time constant and the words stay in registers.
+struct RegChunk {
+  using Elem = uint16_t;
+  static constexpr int kUnroll = kChunkRows;
+  static constexpr int kWords = kChunkCols / 2;
+  uint32_t w[kChunkRows][kWords];
+  __device__ __forceinline__ void load(const uint16_t* __restrict__ x, int64_t row0, int64_t col0, const Params& p) {
+    const bool cols_in = col0 < p.cols;
+#pragma unroll
+    for (int i = 0; i < kChunkRows; ++i) {
+      const uint4 r = cols_in && row0 + i < p.rows ? __ldg(reinterpret_cast<const uint4*>(x + (row0 + i) * p.cols + col0))
+                                                   : make_uint4(0, 0, 0, 0);
+      w[i][0] = r.x;
+      w[i][1] = r.y;
+      w[i][2] = r.z;
+      w[i][3] = r.w;
+    }
+  }
+  __device__ __forceinline__ uint32_t word(int i, int q) const { return w[i][q]; }
+  __device__ __forceinline__ float at(int i, int k) const {
+    const uint32_t x = w[i][k / 2];
+    return fmt::bits_float(k % 2 == 0 ? x << 16 : x & 0xffff0000u);
   }
 };
 
@@ -268,8 +300,9 @@ __device__ __forceinline__ void encode_block(const float* v, uint8_t sc, float2 
 
 // Columns 2q and 2q + 1 of the chunk (two 1x16 groups of x^T; BF16: one word per row holds both),
 // unnormalised-rotated when the copy asks for it.
-template <class In>
-__device__ __forceinline__ void column_pair(const Chunk<In>& c, int q, bool rht, float* w0, float* w1) {
+template <class C>
+__device__ __forceinline__ void column_pair(const C& c, int q, bool rht, float* w0, float* w1) {
+  using In = typename C::Elem;
 #pragma unroll
   for (int i = 0; i < kChunkRows; ++i) {
     if constexpr (sizeof(In) == 2) {
@@ -287,8 +320,8 @@ __device__ __forceinline__ void column_pair(const Chunk<In>& c, int q, bool rht,
   }
 }
 // Row i of the chunk (half of a row-wise 1x16 group), rotated when the copy asks for it. All lanes call.
-template <class In>
-__device__ __forceinline__ void row_half(const Chunk<In>& c, int i, bool rht, int half, float* v) {
+template <class C>
+__device__ __forceinline__ void row_half(const C& c, int i, bool rht, int half, float* v) {
 #pragma unroll
   for (int k = 0; k < kChunkCols; ++k) v[k] = c.at(i, k);
   if (rht) rotate16_split_unnormalised(v, half);
@@ -296,10 +329,10 @@ __device__ __forceinline__ void row_half(const Chunk<In>& c, int i, bool rht, in
 __device__ __forceinline__ uint32_t pair_max(uint32_t a) { return max(a, __shfl_xor_sync(0xffffffffu, a, kPartner)); }
 
 // amax bits over the whole chunk of a copy (its 8 columns, or its 16 row halves).
-template <class In>
-__device__ __forceinline__ uint32_t column_amax(const Chunk<In>& c, bool rht) {
+template <class C>
+__device__ __forceinline__ uint32_t column_amax(const C& c, bool rht) {
   float m = 0.0f;
-#pragma unroll 1
+#pragma unroll C::kUnroll
   for (int q = 0; q < kChunkCols / 2; ++q) {
     float w0[kChunkRows], w1[kChunkRows];
     column_pair(c, q, false, w0, w1);
@@ -311,23 +344,24 @@ __device__ __forceinline__ uint32_t column_amax(const Chunk<In>& c, bool rht) {
   }
   return quant::abs_bits(__fmul_rn(m, rht ? kRhtNorm : 1.0f));
 }
-template <class In>
-__device__ __forceinline__ uint32_t row_amax(const Chunk<In>& c, bool rht, int half) {
+template <class C>
+__device__ __forceinline__ uint32_t row_amax(const C& c, bool rht, int half) {
+  using In = typename C::Elem;
   if constexpr (sizeof(In) == 2) {
     if (!rht) {
       // Unrotated BF16: the max of the magnitudes' bit patterns, two per word (__vmaxu2): BF16 -> FP32
       // only appends zero bits, so (max BF16 magnitude bits) << 16 is abs_bits of the max, NaN included.
       uint32_t m = 0;
-#pragma unroll 1
+#pragma unroll C::kUnroll
       for (int i = 0; i < kChunkRows; ++i) {
 #pragma unroll
-        for (int q = 0; q < Chunk<In>::kWords; ++q) m = bf16x2::abs_max2(m, c.word(i, q));
+        for (int q = 0; q < C::kWords; ++q) m = bf16x2::abs_max2(m, c.word(i, q));
       }
       return max(m >> 16, m & 0xffffu) << 16;  // == bf16x2::both_amax_bits(m); this form keeps the tested SASS
     }
   }
   float m = 0.0f;
-#pragma unroll 1
+#pragma unroll C::kUnroll
   for (int i = 0; i < kChunkRows; ++i) {
     float v[kChunkCols];
     row_half(c, i, rht, half, v);
@@ -339,16 +373,21 @@ __device__ __forceinline__ uint32_t row_amax(const Chunk<In>& c, bool rht, int h
 template <class In>
 constexpr int kStageBytes = Chunk<In>::kStageWords * 4;  // 32 KB (BF16) or 64 KB (FP32), dynamic
 
-// Pass 1: each copy's amax (after its rotation), one atomicMax per CTA per copy.
-template <class In>
-__global__ void __launch_bounds__(kThreads, 4) nvfp4_amax_kernel(const In* __restrict__ x, Params p) {
+// Pass 1: each copy's amax (after its rotation), one atomicMax per CTA per copy. C: Chunk<In> (staged in
+// shared memory) or RegChunk (BF16 in registers).
+template <class C>
+__global__ void __launch_bounds__(kThreads, 4) nvfp4_amax_kernel(const typename C::Elem* __restrict__ x, Params p) {
   __shared__ uint32_t part[2][kThreads / 32];
   extern __shared__ uint32_t stage[];
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kCtaRows + (warp / 2) * kWarpRows + (lane % 4) * kChunkRows;
   const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kCtaCols + (warp % 2) * kWarpCols + (lane / 4) * kChunkCols;
-  Chunk<In> c;
-  c.load(stage, x, row0, col0, p);
+  C c;
+  if constexpr (!std::is_same_v<C, RegChunk>) {
+    c.load(stage, x, row0, col0, p);
+  } else {
+    c.load(x, row0, col0, p);
+  }
   uint32_t ra = p.row.codes ? row_amax(c, p.row.rht, (lane / 4) % 2) : 0u;
   uint32_t ca = p.col.codes ? column_amax(c, p.col.rht) : 0u;
   ra = __reduce_max_sync(0xffffffffu, ra);
@@ -472,15 +511,21 @@ __global__ void finalize_global_scales(uint32_t* row_bits, uint32_t* col_bits) {
 }
 
 // Pass 1 (amax) and pass 2 (encode; the stochastic kernel only when the key asks for it).
+// The amax pass's chunk: BF16 in registers (16 words a thread), FP32 (32 words) staged.
+template <class In>
+using AmaxChunk = std::conditional_t<sizeof(In) == 2, RegChunk, Chunk<In>>;
+
 template <class In>
 void launch_passes(const In* x, dim3 grid, const Params& p, cudaStream_t stream) {
   constexpr int smem = kStageBytes<In>;
+  using A = AmaxChunk<In>;
+  constexpr int amax_smem = std::is_same_v<A, RegChunk> ? 0 : smem;
   auto encode = p.key.enabled ? nvfp4_encode_kernel<In, true> : nvfp4_encode_kernel<In, false>;
   if constexpr (smem > 48 * 1024) {  // above the default dynamic limit: opt in (FP32 chunks)
-    NIBBLE_CUDA_CHECK(cudaFuncSetAttribute(nvfp4_amax_kernel<In>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    NIBBLE_CUDA_CHECK(cudaFuncSetAttribute(nvfp4_amax_kernel<A>, cudaFuncAttributeMaxDynamicSharedMemorySize, amax_smem));
     NIBBLE_CUDA_CHECK(cudaFuncSetAttribute(encode, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   }
-  nvfp4_amax_kernel<In><<<grid, kThreads, smem, stream>>>(x, p);
+  nvfp4_amax_kernel<A><<<grid, kThreads, amax_smem, stream>>>(x, p);
   NIBBLE_CHECK_LAUNCH();
   encode<<<grid, kThreads, smem, stream>>>(x, p);
   NIBBLE_CHECK_LAUNCH();
