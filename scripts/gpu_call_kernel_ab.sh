@@ -5,9 +5,9 @@
 # before the change (carried in .ab/, e.g. `git show HEAD~1:path > .ab/base/path`). Then the FP8 and
 # FP4 kernel benchmarks run in the order base new new base, so drift between runs shows as the spread
 # of the two runs of each side. KNOBS="VAR=VALUE ..." reruns both new benchmarks once per knob;
-# BENCH=1 then runs nibble bench on the default model (JSON, HTML, CSV). Everything lands in $OUT/run,
+# BENCH=1 then runs nibble bench on the default model (JSON, HTML, CSV); NOISE=1 the bench-noise experiment. Everything lands in $OUT/run,
 # packed into $OUT/run.tgz.
-# Usage: BASE=.ab/base [KNOBS=...] [BENCH=1] bash scripts/gpu_call_kernel_ab.sh   (device tool: carry [".ab"])
+# Usage: BASE=.ab/base [KNOBS=...] [BENCH=1] [NOISE=1] bash scripts/gpu_call_kernel_ab.sh   (device tool: carry [".ab"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_call_lib.sh
@@ -49,5 +49,7 @@ if [ "${BENCH:-0}" = 1 ]; then
   echo "$(el) bench rc=$?"
   gpu_bench_summary bench.json
 fi
+# NOISE=1: the row-to-row timing experiment (docs/perf/bench-noise.md) on the new build.
+[ "${NOISE:-0}" = 1 ] && gpu_bench_noise_runs build-gpu/nibble
 tar -C "$OUT" -czf "$OUT/run.tgz" run && rm -rf "$R"
 echo "total $(( $(date +%s) - t0 )) s"

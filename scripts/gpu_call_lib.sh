@@ -50,3 +50,33 @@ for f in sys.argv[2:]:
               f"bound {s.get('bound_layer_ms') or 0:6.2f}")
 PY
 }
+
+# The row-to-row timing experiment of docs/perf/bench-noise.md on an already built nibble binary ($1):
+# the default sweep, the same with --warmup-ms (WARMUP_MS, default 200), and both with the FP8 recipes in
+# the reverse order, while nvidia-smi logs SM clock, power and temperature every 100 ms; then
+# scripts/bench_noise.py compares them. Output: $R/{bench-*.json,smi.csv,marks.txt,noise.txt}.
+gpu_bench_noise_runs() {
+  local bin=$1
+  # The throttle-reason field was renamed (clocks_event_reasons in newer drivers); use whichever exists.
+  local reasons=clocks_event_reasons.active
+  nvidia-smi --query-gpu=$reasons --format=csv >/dev/null 2>&1 || reasons=clocks_throttle_reasons.active
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,$reasons \
+    --format=csv -lms 100 >"$R/smi.csv" 2>&1 &
+  local smi=$!
+  local ms=${WARMUP_MS:-200}
+  local reversed=bf16,fp8-current,fp8-delayed,fp8-block,mxfp8,nvfp4,mxfp4,quartet
+  noise_run() {  # name, then nibble bench arguments
+    local name=$1; shift
+    echo "$(el) start $name" >>"$R/marks.txt"
+    timeout 240 "$bin" bench --quiet --json "$R/bench-$name.json" "$@" >"$R/bench-$name.txt" 2>&1
+    echo "$(el) $name rc=$?"; echo "$(el) end $name" >>"$R/marks.txt"
+  }
+  noise_run default
+  noise_run warm --warmup-ms "$ms"
+  noise_run reversed --recipes "$reversed"
+  noise_run reversed-warm --recipes "$reversed" --warmup-ms "$ms"
+  kill $smi 2>/dev/null
+  python3 scripts/bench_noise.py "$R"/bench-default.json "$R"/bench-warm.json "$R"/bench-reversed.json \
+    "$R"/bench-reversed-warm.json >"$R/noise.txt" 2>&1
+  cat "$R/noise.txt"
+}
