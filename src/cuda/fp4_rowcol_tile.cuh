@@ -24,6 +24,7 @@
 #include <cstdlib>
 
 #include "fp4_kernel_io.cuh"
+#include "quartet_fused_group_math.cuh"
 #include "nibble/cuda/quartet.hpp"
 #include "nibble/format/e8m0.hpp"
 #include "nibble/format/minifloat.hpp"
@@ -115,6 +116,7 @@ struct Extent {
 // warp reads whole rows) and parks it as float4s.
 template <class In>
 struct DenseLoader {
+  static constexpr bool kBf16Tile = false;  // parks floats in the float tile
   const In* x;
   int64_t cols;
   static constexpr int kPer = 16 / sizeof(In);
@@ -178,6 +180,7 @@ struct DenseLoader {
 // MXFP4 input (dequantized as quant::dequantize: decode_e2m1(code) * decode_e8m0(scale)): thread =
 // (row = warp * 8 + lane / 4, group = lane % 4), so 4 lanes load one row's 64 contiguous code bytes.
 struct Mxfp4Loader {
+  static constexpr bool kBf16Tile = false;
   static constexpr bool kFitsFiveCtas = true;  // see launch()
   const uint8_t* codes;
   const uint8_t* scales;
@@ -249,6 +252,137 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   }
 }
 
+// ---- the BF16 tile ----------------------------------------------------------------------------
+// The same 64 x 128 tile kept as BF16 (half the shared-memory bytes, no unpacking when parking), for
+// group policies that work on BF16 pairs (apply_pairs: 16 words, low halfword = even element): the MX
+// rule with nearest rounding. Layout in bytes: row r starts at r * 320 + (r / 32) * 32 (rows padded by
+// 64 bytes, the second 32-row half shifted by 32 more), and its 16-byte chunk k (columns 8k .. 8k+7)
+// sits at slot k ^ ((k / 4) % 4). Conflict-free (checked at compile time below): the park's 16-byte
+// stores (a quarter warp: one row, 8 consecutive chunks), the row reads (a quarter warp: 2 rows x
+// 4 groups, chunk j of each group) and the column reads (a warp: 16 consecutive columns x rows i and
+// 32 + i, 2 bytes each).
+namespace b16 {
+constexpr int kRowBytes = kCols * 2 + 64;
+constexpr int kHalfShift = 32;
+constexpr int kBytes = kRows * kRowBytes + kHalfShift;
+__host__ __device__ constexpr int row_base(int r) { return r * kRowBytes + (r >> 5) * kHalfShift; }
+__host__ __device__ constexpr int chunk_at(int k) { return (k ^ ((k >> 2) & 3)) << 4; }
+__host__ __device__ constexpr int at(int r, int c) { return row_base(r) + chunk_at(c >> 3) + ((c & 7) << 1); }
+
+// Bank-conflict checks over the whole access patterns (16-byte accesses: 8 distinct 16-byte bank groups
+// per quarter warp; 2-byte accesses: distinct 4-byte words of a warp in distinct banks).
+constexpr bool park_conflict_free() {
+  for (int r = 0; r < kRows; ++r) {
+    for (int k0 = 0; k0 < 16; k0 += 8) {
+      int seen = 0;
+      for (int k = k0; k < k0 + 8; ++k) seen |= 1 << (((row_base(r) + chunk_at(k)) >> 4) & 7);
+      if (seen != 0xff) return false;
+    }
+  }
+  return true;
+}
+constexpr bool row_reads_conflict_free() {
+  for (int r0 = 0; r0 < kRows; r0 += 2) {
+    for (int j = 0; j < 4; ++j) {
+      int seen = 0;
+      for (int lane = 0; lane < 8; ++lane) {
+        const int r = r0 + lane / 4, grp = lane % 4;
+        seen |= 1 << (((row_base(r) + chunk_at(4 * grp + j)) >> 4) & 7);
+      }
+      if (seen != 0xff) return false;
+    }
+  }
+  return true;
+}
+constexpr bool column_reads_conflict_free() {
+  for (int c0 = 0; c0 < kCols; c0 += 16) {
+    for (int i = 0; i < 32; ++i) {
+      int bank_word[32] = {};
+      for (int b = 0; b < 32; ++b) bank_word[b] = -1;
+      for (int lane = 0; lane < 32; ++lane) {
+        const int w = at(32 * (lane % 2) + i, c0 + lane / 2) >> 2;
+        const int b = w & 31;
+        if (bank_word[b] != -1 && bank_word[b] != w) return false;
+        bank_word[b] = w;
+      }
+    }
+  }
+  return true;
+}
+static_assert(park_conflict_free() && row_reads_conflict_free() && column_reads_conflict_free(),
+              "the BF16 tile's layout must keep every shared-memory access pattern conflict-free");
+}  // namespace b16
+
+// BF16 input into the BF16 tile: DenseLoader<uint16_t>'s loads, parked as they are.
+struct Bf16TileLoader {
+  static constexpr bool kBf16Tile = true;
+  static constexpr bool kFitsFiveCtas = true;  // see launch()
+  DenseLoader<uint16_t> dense;
+  using Regs = DenseLoader<uint16_t>::Regs;
+  using D = DenseLoader<uint16_t>;
+  __device__ void fetch(Regs& g, int64_t row0, int64_t col0, Extent e) const { dense.fetch(g, row0, col0, e); }
+  __device__ void park(uint8_t* smem, const Regs& g, Extent e) const {
+    const int r0 = D::first_row(), ch = D::chunk();
+    if (ch * D::kPer >= e.cols) return;
+    // r0 < 16, so rows r0 + 16 i stay in the half of row 16 i: row_base splits as in DenseLoader::park.
+    uint8_t* base = smem + b16::row_base(r0) + b16::chunk_at(ch);
+#pragma unroll
+    for (int i = 0; i < D::kIters; ++i) {
+      if (e.rows == kRows || r0 + i * D::kRowsPerPass < e.rows) {
+        *reinterpret_cast<uint4*>(base + b16::row_base(i * D::kRowsPerPass)) = g.raw[i];
+      }
+    }
+  }
+};
+static_assert(DenseLoader<uint16_t>::kRowsPerPass == 16, "Bf16TileLoader::park splits row_base at 16-row passes");
+
+template <class Groups, class Loader, int kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
+    kernel_bf16(Loader load, int64_t rows, int64_t cols, Groups groups, Mxfp4Planes rowwise, Mxfp4Planes colwise) {
+  __shared__ __align__(16) uint8_t smem[b16::kBytes];
+  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kCols;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kRows;
+  const Extent e{static_cast<int>(rows - row0 < kRows ? rows - row0 : kRows),
+                 static_cast<int>(cols - col0 < kCols ? cols - col0 : kCols)};
+  typename Loader::Regs g;
+  load.fetch(g, row0, col0, e);
+  load.park(smem, g, e);
+  __syncthreads();
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  uint32_t w[16];
+  if (rowwise.codes != nullptr) {
+    const int r = warp * 8 + lane / 4, grp = lane % 4;
+    if (r < e.rows && grp * 32 < e.cols) {
+      const uint8_t* base = smem + b16::row_base(r);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint4 q = *reinterpret_cast<const uint4*>(base + b16::chunk_at(4 * grp + j));
+        w[4 * j] = q.x;
+        w[4 * j + 1] = q.y;
+        w[4 * j + 2] = q.z;
+        w[4 * j + 3] = q.w;
+      }
+      groups.apply_pairs(w, static_cast<uint64_t>((row0 + r) * cols + col0 + grp * 32), rowwise.codes,
+                         rowwise.scales);
+    }
+  }
+  if (colwise.codes != nullptr) {
+    const int c = warp * 16 + lane / 2, h = lane % 2;
+    if (c < e.cols && h * 32 < e.rows) {
+      const uint8_t* col = smem + b16::at(h * 32, c);  // rows h*32 + i lie kRowBytes apart
+#pragma unroll
+      for (int t = 0; t < 16; ++t) {
+        const uint32_t lo = *reinterpret_cast<const uint16_t*>(col + (2 * t) * b16::kRowBytes);
+        const uint32_t hi = *reinterpret_cast<const uint16_t*>(col + (2 * t + 1) * b16::kRowBytes);
+        // An opaque byte permute: with lo | (hi << 16) the compiler kept all 32 halves live for the
+        // rare fallback's unpacking, and spilled them.
+        w[t] = fp4::prmt(lo, hi, 0x5410);
+      }
+      groups.apply_pairs(w, static_cast<uint64_t>((col0 + c) * rows + row0 + h * 32), colwise.codes, colwise.scales);
+    }
+  }
+}
+
 inline dim3 grid(int64_t rows, int64_t cols) {
   return dim3(fp4::blocks_for(cols, kCols), fp4::blocks_for(rows, kRows));
 }
@@ -269,21 +403,32 @@ inline int min_blocks_knob() {
   return n;
 }
 
-// Launches the tile kernel for a group policy and a loader.
+// Launches the tile kernel for a group policy and a loader (kernel_bf16 for the BF16 tile).
 template <class Groups, class Loader>
 void launch(const Loader& load, int64_t rows, int64_t cols, const Groups& groups, Mxfp4Planes rowwise,
             Mxfp4Planes colwise, cudaStream_t stream) {
   const dim3 g = grid(rows, cols);
-  if constexpr (!Groups::kStochastic && Loader::kFitsFiveCtas) {
-    const int knob = min_blocks_knob();
-    if (knob == 5 || (knob != 4 && Groups::kNearestCtas == 5)) {
-      kernel<Groups, Loader, 5><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
-      NIBBLE_CHECK_LAUNCH();
-      return;
+  if constexpr (Loader::kBf16Tile) {
+    static_assert(!Groups::kStochastic, "the BF16 tile serves nearest-rounding BF16-pair policies");
+    if (min_blocks_knob() == 4 || (min_blocks_knob() != 5 && Groups::kNearestCtas == 4)) {
+      kernel_bf16<Groups, Loader, 4><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
+    } else {
+      kernel_bf16<Groups, Loader, 5><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
     }
+    NIBBLE_CHECK_LAUNCH();
+    return;
+  } else {
+    if constexpr (!Groups::kStochastic && Loader::kFitsFiveCtas) {
+      const int knob = min_blocks_knob();
+      if (knob == 5 || (knob != 4 && Groups::kNearestCtas == 5)) {
+        kernel<Groups, Loader, 5><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
+        NIBBLE_CHECK_LAUNCH();
+        return;
+      }
+    }
+    kernel<Groups, Loader, 4><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
+    NIBBLE_CHECK_LAUNCH();
   }
-  kernel<Groups, Loader, 4><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
-  NIBBLE_CHECK_LAUNCH();
 }
 
 }  // namespace nibble::cuda::rowcol

@@ -4,6 +4,7 @@
 // E2M1 encoder and one Philox block per 4 elements: quartet_fused_group_math.cuh), one 16-byte
 // store of packed codes. The row + column variant runs the same group math in the 64x128 tile of
 // fp4_rowcol_tile.cuh.
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -64,7 +65,26 @@ struct MxGroups {
     reinterpret_cast<uint4*>(codes)[index0 / 32] = packed;
     scales[index0 / 32] = s;
   }
+  // The same on 16 BF16 pairs (the BF16 tile: nearest rounding of BF16 input only).
+  __device__ __forceinline__ void apply_pairs(const uint32_t* w, uint64_t index0, uint8_t* __restrict__ codes,
+                                              uint8_t* __restrict__ scales) const {
+    static_assert(!kStochastic_ && kBf16, "BF16 pairs: nearest rounding of BF16 input");
+    uint4 packed;
+    const uint8_t s = fp4::mx_group_packed_bf16_pairs(w, rule, packed);
+    reinterpret_cast<uint4*>(codes)[index0 / 32] = packed;
+    scales[index0 / 32] = s;
+  }
 };
+
+// Which tile the row + column quantizer of BF16 input with nearest rounding uses: the BF16 tile
+// (default) or the float tile the other cases use (NIBBLE_MXFP4_TILE=float: the A/B knob).
+bool bf16_tile() {
+  static const bool on = [] {
+    const char* e = std::getenv("NIBBLE_MXFP4_TILE");
+    return e == nullptr || std::string(e) != "float";
+  }();
+  return on;
+}
 
 template <class In>
 void launch_rowcol(const rowcol::DenseLoader<In>& load, int64_t rows, int64_t cols, quant::MxScaleRule rule,
@@ -134,7 +154,12 @@ const char* quantize_mxfp4_rowcol(const void* x, Fp4DenseType type, int64_t rows
   fp4::check_not_null(fn, "x", x);
   fp4::check_aligned(fn, "x", x);
   fp4::check_rowcol_planes(fn, rowwise, colwise);
-  if (type == Fp4DenseType::bf16) {
+  const bool tile16 = type == Fp4DenseType::bf16 && !sr.enabled && bf16_tile();
+  if (tile16) {
+    const auto* p = static_cast<const uint16_t*>(x);
+    rowcol::launch(rowcol::Bf16TileLoader{{p, cols}}, rows, cols, MxGroups<false, true>{rule, sr}, rowwise, colwise,
+                   stream);
+  } else if (type == Fp4DenseType::bf16) {
     const auto* p = static_cast<const uint16_t*>(x);
     launch_rowcol(rowcol::DenseLoader<uint16_t>{p, cols}, rows, cols, rule, sr, rowwise, colwise, stream);
   } else {
@@ -144,16 +169,22 @@ const char* quantize_mxfp4_rowcol(const void* x, Fp4DenseType type, int64_t rows
   NIBBLE_CHECK_LAUNCH();
   const bool both = rowwise.codes != nullptr && colwise.codes != nullptr;
   const bool ocp = rule == quant::MxScaleRule::ocp;
-  if (both) {
-    return ocp ? "cuda quantize_mxfp4 ocp scale, row-wise and column-wise copies from one 64x128 smem tile"
-               : "cuda quantize_mxfp4 round-up scale, row-wise and column-wise copies from one 64x128 smem tile";
-  }
-  if (colwise.codes != nullptr) {
-    return ocp ? "cuda quantize_mxfp4 ocp scale, column-wise copy from a 64x128 smem tile"
-               : "cuda quantize_mxfp4 round-up scale, column-wise copy from a 64x128 smem tile";
-  }
-  return ocp ? "cuda quantize_mxfp4 ocp scale, row-wise copy from a 64x128 smem tile"
-             : "cuda quantize_mxfp4 round-up scale, row-wise copy from a 64x128 smem tile";
+  // Every combination as a literal (the caller keeps the pointer): rule x copies x tile.
+  static const char* const kPaths[2][3][2] = {
+      {{"cuda quantize_mxfp4 round-up scale, row-wise copy from a 64x128 smem tile",
+        "cuda quantize_mxfp4 round-up scale, row-wise copy from a 64x128 BF16 smem tile"},
+       {"cuda quantize_mxfp4 round-up scale, column-wise copy from a 64x128 smem tile",
+        "cuda quantize_mxfp4 round-up scale, column-wise copy from a 64x128 BF16 smem tile"},
+       {"cuda quantize_mxfp4 round-up scale, row-wise and column-wise copies from one 64x128 smem tile",
+        "cuda quantize_mxfp4 round-up scale, row-wise and column-wise copies from one 64x128 BF16 smem tile"}},
+      {{"cuda quantize_mxfp4 ocp scale, row-wise copy from a 64x128 smem tile",
+        "cuda quantize_mxfp4 ocp scale, row-wise copy from a 64x128 BF16 smem tile"},
+       {"cuda quantize_mxfp4 ocp scale, column-wise copy from a 64x128 smem tile",
+        "cuda quantize_mxfp4 ocp scale, column-wise copy from a 64x128 BF16 smem tile"},
+       {"cuda quantize_mxfp4 ocp scale, row-wise and column-wise copies from one 64x128 smem tile",
+        "cuda quantize_mxfp4 ocp scale, row-wise and column-wise copies from one 64x128 BF16 smem tile"}}};
+  const int copies = both ? 2 : (colwise.codes != nullptr ? 1 : 0);
+  return kPaths[ocp ? 1 : 0][copies][tile16 ? 1 : 0];
 }
 
 const char* decode_mxfp4_bf16(Mxfp4ConstPlanes q, int64_t rows, int64_t cols, uint16_t* out, cudaStream_t stream) {

@@ -365,16 +365,10 @@ __device__ __forceinline__ uint32_t pack8_bf16_codes_signs(const uint32_t* m, co
   return (even & 0x0F0F0F0Fu) | ((odd & 0x0F0F0F0Fu) << 4);
 }
 
-// mx_group_packed<false> for 32 values that are BF16 (the kernels' BF16 input, unpacked to float):
-// the floats are dead once packed into pairs (the rare fallback unpacks the pairs again).
-__device__ __forceinline__ uint8_t mx_group_packed_bf16(const float* x, quant::MxScaleRule rule, uint4& codes) {
-  uint32_t w[16];
-  uint32_t m = 0;
-#pragma unroll
-  for (int i = 0; i < 16; ++i) {
-    w[i] = __byte_perm(fmt::float_bits(x[2 * i]), fmt::float_bits(x[2 * i + 1]), 0x7632);
-    m = bf16x2::abs_max2(m, w[i]);
-  }
+// The BF16-pair MX encoder on 16 BF16 pairs w (low halfword = even element) whose packed halfword
+// magnitude max is m (bf16x2::abs_max2 over w). The rare fallback unpacks the pairs again.
+__device__ __forceinline__ uint8_t mx_group_from_bf16_pairs(const uint32_t* w, uint32_t m, quant::MxScaleRule rule,
+                                                            uint4& codes) {
   const uint8_t sc = quant::mx_scale_code(quant::amax_from_bits(bf16x2::both_amax_bits(m)), rule,
                                           quant::ElementFormat::e2m1);
   const int k = static_cast<int>(sc) - 127;
@@ -398,6 +392,27 @@ __device__ __forceinline__ uint8_t mx_group_packed_bf16(const float* x, quant::M
   }
   codes = make_uint4(out[0], out[1], out[2], out[3]);
   return sc;
+}
+
+// mx_group_packed<false> for 32 values that are BF16 (the kernels' BF16 input, unpacked to float):
+// the floats are dead once packed into pairs.
+__device__ __forceinline__ uint8_t mx_group_packed_bf16(const float* x, quant::MxScaleRule rule, uint4& codes) {
+  uint32_t w[16];
+  uint32_t m = 0;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    w[i] = __byte_perm(fmt::float_bits(x[2 * i]), fmt::float_bits(x[2 * i + 1]), 0x7632);
+    m = bf16x2::abs_max2(m, w[i]);
+  }
+  return mx_group_from_bf16_pairs(w, m, rule, codes);
+}
+
+// The same on 16 BF16 pairs as they sit in memory (the BF16 tile of fp4_rowcol_tile.cuh).
+__device__ __forceinline__ uint8_t mx_group_packed_bf16_pairs(const uint32_t* w, quant::MxScaleRule rule, uint4& codes) {
+  uint32_t m = 0;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) m = bf16x2::abs_max2(m, w[i]);
+  return mx_group_from_bf16_pairs(w, m, rule, codes);
 }
 
 // The MX group encoder of a kernel: the BF16-pair one for BF16 input with nearest rounding, else
