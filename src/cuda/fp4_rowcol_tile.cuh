@@ -112,6 +112,19 @@ struct Extent {
   int cols;  // 32, 64, 96 or 128 valid columns (cols % 32 == 0)
 };
 
+// The tile of this CTA: its first row and column and how much of it lies inside the tensor.
+struct TileOrigin {
+  int64_t row0, col0;
+  Extent e;
+};
+__device__ __forceinline__ TileOrigin tile_origin(int64_t rows, int64_t cols) {
+  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kCols;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kRows;
+  return {row0, col0,
+          Extent{static_cast<int>(rows - row0 < kRows ? rows - row0 : kRows),
+                 static_cast<int>(cols - col0 < kCols ? cols - col0 : kCols)}};
+}
+
 // Dense BF16/FP32 input: thread q of each pass loads 16-byte chunk q of the tile (row-major, so a
 // warp reads whole rows) and parks it as float4s.
 template <class In>
@@ -213,10 +226,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     kernel(Loader load, int64_t rows, int64_t cols, Groups groups, Mxfp4Planes rowwise, Mxfp4Planes colwise) {
   __shared__ __align__(16) float smem[kSmemFloats];
   __shared__ float lut[16];
-  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kCols;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kRows;
-  const Extent e{static_cast<int>(rows - row0 < kRows ? rows - row0 : kRows),
-                 static_cast<int>(cols - col0 < kCols ? cols - col0 : kCols)};
+  const TileOrigin t = tile_origin(rows, cols);
+  const int64_t row0 = t.row0, col0 = t.col0;
+  const Extent e = t.e;
   typename Loader::Regs g;
   load.fetch(g, row0, col0, e);
   init_e2m1_table(lut);
@@ -340,10 +352,9 @@ template <class Groups, class Loader, int kMinBlocks>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     kernel_bf16(Loader load, int64_t rows, int64_t cols, Groups groups, Mxfp4Planes rowwise, Mxfp4Planes colwise) {
   __shared__ __align__(16) uint8_t smem[b16::kBytes];
-  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kCols;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kRows;
-  const Extent e{static_cast<int>(rows - row0 < kRows ? rows - row0 : kRows),
-                 static_cast<int>(cols - col0 < kCols ? cols - col0 : kCols)};
+  const TileOrigin t = tile_origin(rows, cols);
+  const int64_t row0 = t.row0, col0 = t.col0;
+  const Extent e = t.e;
   typename Loader::Regs g;
   load.fetch(g, row0, col0, e);
   load.park(smem, g, e);
