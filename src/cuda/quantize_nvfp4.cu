@@ -20,6 +20,8 @@
 // magic constants (fp4::e2m1_magic_bits_sat); the codes are packed by byte permutes; the RHT's 1/4
 // is folded into the amax and the divisor (rotate16_unnormalised). Groups outside the fast ranges
 // (d 0, NaN, tiny or huge; amax tiny) take the reference expressions per element, out of line.
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 
 #include "fp4_kernel_io.cuh"
@@ -511,21 +513,33 @@ __global__ void finalize_global_scales(uint32_t* row_bits, uint32_t* col_bits) {
 }
 
 // Pass 1 (amax) and pass 2 (encode; the stochastic kernel only when the key asks for it).
-// The amax pass's chunk: BF16 in registers (16 words a thread), FP32 (32 words) staged.
-template <class In>
-using AmaxChunk = std::conditional_t<sizeof(In) == 2, RegChunk, Chunk<In>>;
+// The amax pass of BF16 input: its chunk in registers (RegChunk, the default) or staged in shared memory
+// as the encode pass does (NIBBLE_NVFP4_AMAX=staged: the A/B knob). FP32 chunks (32 words) are always staged.
+bool amax_in_registers() {
+  static const bool on = [] {
+    const char* e = std::getenv("NIBBLE_NVFP4_AMAX");
+    return e == nullptr || std::string(e) != "staged";
+  }();
+  return on;
+}
 
 template <class In>
 void launch_passes(const In* x, dim3 grid, const Params& p, cudaStream_t stream) {
   constexpr int smem = kStageBytes<In>;
-  using A = AmaxChunk<In>;
-  constexpr int amax_smem = std::is_same_v<A, RegChunk> ? 0 : smem;
   auto encode = p.key.enabled ? nvfp4_encode_kernel<In, true> : nvfp4_encode_kernel<In, false>;
   if constexpr (smem > 48 * 1024) {  // above the default dynamic limit: opt in (FP32 chunks)
-    NIBBLE_CUDA_CHECK(cudaFuncSetAttribute(nvfp4_amax_kernel<A>, cudaFuncAttributeMaxDynamicSharedMemorySize, amax_smem));
+    NIBBLE_CUDA_CHECK(cudaFuncSetAttribute(nvfp4_amax_kernel<Chunk<In>>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     NIBBLE_CUDA_CHECK(cudaFuncSetAttribute(encode, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   }
-  nvfp4_amax_kernel<A><<<grid, kThreads, amax_smem, stream>>>(x, p);
+  if constexpr (sizeof(In) == 2) {
+    if (amax_in_registers()) {
+      nvfp4_amax_kernel<RegChunk><<<grid, kThreads, 0, stream>>>(x, p);
+    } else {
+      nvfp4_amax_kernel<Chunk<In>><<<grid, kThreads, smem, stream>>>(x, p);
+    }
+  } else {
+    nvfp4_amax_kernel<Chunk<In>><<<grid, kThreads, smem, stream>>>(x, p);
+  }
   NIBBLE_CHECK_LAUNCH();
   encode<<<grid, kThreads, smem, stream>>>(x, p);
   NIBBLE_CHECK_LAUNCH();
@@ -587,8 +601,14 @@ const char* quantize_nvfp4(const void* x, Fp4DenseType type, int64_t rows, int64
   }
   finalize_global_scales<<<1, 1, 0, stream>>>(p.row.codes ? p.row.amax_bits : nullptr, p.col.codes ? p.col.amax_bits : nullptr);
   NIBBLE_CHECK_LAUNCH();
-  return options.block_rows == 16 ? "cuda quantize_nvfp4 16x16, amax pass + register-chunk encode pass"
-                                  : "cuda quantize_nvfp4 1x16, amax pass + register-chunk encode pass";
+  // The path names the amax pass's chunk (registers for BF16 input unless the knob says staged).
+  const bool reg = type == Fp4DenseType::bf16 && amax_in_registers();
+  if (options.block_rows == 16) {
+    return reg ? "cuda quantize_nvfp4 16x16, register amax pass + chunk encode pass"
+               : "cuda quantize_nvfp4 16x16, staged amax pass + chunk encode pass";
+  }
+  return reg ? "cuda quantize_nvfp4 1x16, register amax pass + chunk encode pass"
+             : "cuda quantize_nvfp4 1x16, staged amax pass + chunk encode pass";
 }
 
 }  // namespace nibble::cuda
