@@ -7,35 +7,44 @@
 # of the two runs of each side. KNOBS="VAR=VALUE ..." reruns both new benchmarks once per knob;
 # BENCH=1 then runs nibble bench on the default model (JSON, HTML, CSV); NOISE=1 the bench-noise experiment. Everything lands in $OUT/run,
 # packed into $OUT/run.tgz.
-# Usage: BASE=.ab/base [KNOBS=...] [BENCH=1] [NOISE=1] bash scripts/gpu_call_kernel_ab.sh   (device tool: carry [".ab"])
+# BASE=none skips the base tree: new, the knobs, new again (for changes behind A/B knobs).
+# Usage: BASE=.ab/base|none [KNOBS=...] [BENCH=1] [NOISE=1] bash scripts/gpu_call_kernel_ab.sh   (device tool: carry [".ab"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_call_lib.sh
-base_src=${BASE:?BASE: folder with the pre-change files}
+base_src=${BASE:?BASE: folder with the pre-change files, or none (knob A/Bs only: new, knobs, new)}
 tmp=/tmp/nibble-base
-rm -rf "$tmp" && mkdir -p "$tmp"
-tar --exclude='./build*' --exclude=./.ab --exclude=./.git -cf - . | tar -C "$tmp" -xf -
-cp -a "$base_src"/. "$tmp"/
 benches="gpu_quant_fp8_bench gpu_quant_fp4_bench"
-( { cmake -S "$tmp" -B "$tmp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNIBBLE_BENCH=ON &&
-    cmake --build "$tmp/build" -j 6 --target $benches; } >"$R/build-base.txt" 2>&1
-  echo "build rc=$?" >>"$R/build-base.txt" ) &
-bpid=$!
+bpid=
+if [ "$base_src" != none ]; then
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  tar --exclude='./build*' --exclude=./.ab --exclude=./.git -cf - . | tar -C "$tmp" -xf -
+  cp -a "$base_src"/. "$tmp"/
+  ( { cmake -S "$tmp" -B "$tmp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNIBBLE_BENCH=ON &&
+      cmake --build "$tmp/build" -j 6 --target $benches; } >"$R/build-base.txt" 2>&1
+    echo "build rc=$?" >>"$R/build-base.txt" ) &
+  bpid=$!
+fi
 { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DNIBBLE_BENCH=ON &&
   cmake --build build-gpu -j 10 -- -k 0; } >"$R/build.txt" 2>&1
 echo "$(el) build rc=$?"; grep -E "error|FAILED" "$R/build.txt" | head -20
 gpu_ctest
-wait $bpid
-echo "$(el) base $(tail -1 "$R/build-base.txt")"
+sides="new"
+if [ -n "$bpid" ]; then
+  wait $bpid
+  echo "$(el) base $(tail -1 "$R/build-base.txt")"
+  sides="base new new base"
+fi
 i=0
-for side in base new new base; do
+run_side() {
   i=$((i + 1))
-  dir=build-gpu/bench; [ "$side" = base ] && dir=$tmp/build/bench
+  local dir=build-gpu/bench; [ "$1" = base ] && dir=$tmp/build/bench
   for b in $benches; do
-    timeout 100 "$dir/$b" --json "$R/$i-$side-$b.json" >"$R/$i-$side-$b.txt" 2>&1
-    echo "$(el) $i $side $b rc=$?"
+    timeout 100 "$dir/$b" --json "$R/$i-$1-$b.json" >"$R/$i-$1-$b.txt" 2>&1
+    echo "$(el) $i $1 $b rc=$?"
   done
-done
+}
+for side in $sides; do run_side "$side"; done
 for k in ${KNOBS:-}; do
   n=$(echo "$k" | tr '=' '-')
   for b in $benches; do
@@ -43,6 +52,7 @@ for k in ${KNOBS:-}; do
     echo "$(el) knob $k $b rc=$?"
   done
 done
+[ -z "$bpid" ] && run_side new  # BASE=none: the new side again after the knobs, so drift shows
 if [ "${BENCH:-0}" = 1 ]; then
   timeout 150 build-gpu/nibble bench --quiet --json "$R/bench.json" --html "$R/bench.html" --csv "$R/bench.csv" \
     >"$R/bench.txt" 2>&1
