@@ -76,12 +76,14 @@ struct MxGroups {
   }
 };
 
-// Which tile the row + column quantizer of BF16 input with nearest rounding uses: the BF16 tile
-// (default) or the float tile the other cases use (NIBBLE_MXFP4_TILE=float: the A/B knob).
+// Which tile the row + column quantizer of BF16 input with nearest rounding uses: the float tile the
+// other cases use, or the BF16 tile (NIBBLE_MXFP4_TILE=bf16, or kBf16TileDefault). The BF16 tile becomes
+// the default once a GPU run has validated and timed it (docs/kernels-fp4.md, session 20).
+constexpr bool kBf16TileDefault = false;
 bool bf16_tile() {
   static const bool on = [] {
     const char* e = std::getenv("NIBBLE_MXFP4_TILE");
-    return e == nullptr || std::string(e) != "float";
+    return e == nullptr ? kBf16TileDefault : std::string(e) == "bf16";
   }();
   return on;
 }

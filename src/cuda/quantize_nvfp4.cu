@@ -513,12 +513,14 @@ __global__ void finalize_global_scales(uint32_t* row_bits, uint32_t* col_bits) {
 }
 
 // Pass 1 (amax) and pass 2 (encode; the stochastic kernel only when the key asks for it).
-// The amax pass of BF16 input: its chunk in registers (RegChunk, the default) or staged in shared memory
-// as the encode pass does (NIBBLE_NVFP4_AMAX=staged: the A/B knob). FP32 chunks (32 words) are always staged.
+// The amax pass of BF16 input: its chunk staged in shared memory as the encode pass does, or in
+// registers (RegChunk: NIBBLE_NVFP4_AMAX=registers, or kRegisterAmaxDefault; it becomes the default once a
+// GPU run has validated and timed it, docs/kernels-fp4.md, session 20). FP32 chunks are always staged.
+constexpr bool kRegisterAmaxDefault = false;
 bool amax_in_registers() {
   static const bool on = [] {
     const char* e = std::getenv("NIBBLE_NVFP4_AMAX");
-    return e == nullptr || std::string(e) != "staged";
+    return e == nullptr ? kRegisterAmaxDefault : std::string(e) == "registers";
   }();
   return on;
 }
@@ -601,7 +603,7 @@ const char* quantize_nvfp4(const void* x, Fp4DenseType type, int64_t rows, int64
   }
   finalize_global_scales<<<1, 1, 0, stream>>>(p.row.codes ? p.row.amax_bits : nullptr, p.col.codes ? p.col.amax_bits : nullptr);
   NIBBLE_CHECK_LAUNCH();
-  // The path names the amax pass's chunk (registers for BF16 input unless the knob says staged).
+  // The path names the amax pass's chunk (registers only for BF16 input, when chosen).
   const bool reg = type == Fp4DenseType::bf16 && amax_in_registers();
   if (options.block_rows == 16) {
     return reg ? "cuda quantize_nvfp4 16x16, register amax pass + chunk encode pass"
