@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "env_knobs.hpp"
 #include "fp4_kernel_io.cuh"
 #include "fp4_rowcol_tile.cuh"
 #include "quartet_fused_group_math.cuh"
@@ -81,10 +82,7 @@ struct MxGroups {
 // the default once a GPU run has validated and timed it (docs/kernels-fp4.md, session 20).
 constexpr bool kBf16TileDefault = false;
 bool bf16_tile() {
-  static const bool on = [] {
-    const char* e = std::getenv("NIBBLE_MXFP4_TILE");
-    return e == nullptr ? kBf16TileDefault : std::string(e) == "bf16";
-  }();
+  static const bool on = knobs::is("NIBBLE_MXFP4_TILE", "bf16", kBf16TileDefault);
   return on;
 }
 

@@ -3,6 +3,7 @@
 // rules are quant::mx_scale_code's.
 #include <cstdlib>
 
+#include "env_knobs.hpp"
 #include "fp8_preconditions.hpp"
 #include "fp8_tile_128x128.cuh"
 #include "nibble/cuda/check.hpp"
@@ -95,10 +96,7 @@ __global__ void __launch_bounds__(tile::kThreads, kMinBlocks)
 // registers (ptxas: 20 bytes of spill); ncu (session 18) found the 4-CTA kernel latency-bound (42.5%
 // of cycles with no eligible warp). NIBBLE_MXFP8_MIN_BLOCKS=5 picks the 5-CTA build (the A/B knob).
 int min_blocks_knob() {
-  static const int n = [] {
-    const char* e = std::getenv("NIBBLE_MXFP8_MIN_BLOCKS");
-    return e == nullptr ? 0 : std::atoi(e);
-  }();
+  static const int n = knobs::integer("NIBBLE_MXFP8_MIN_BLOCKS", 0);
   return n;
 }
 

@@ -24,6 +24,7 @@
 #include <string>
 #include <type_traits>
 
+#include "env_knobs.hpp"
 #include "fp4_kernel_io.cuh"
 #include "quartet_fused_group_math.cuh"
 #include "nibble/cuda/e2m1_fast_math.hpp"
@@ -512,19 +513,16 @@ __global__ void finalize_global_scales(uint32_t* row_bits, uint32_t* col_bits) {
   if (col_bits) *reinterpret_cast<float*>(col_bits) = quant::nvfp4_global_decode_scale(quant::amax_from_bits(*col_bits));
 }
 
-// Pass 1 (amax) and pass 2 (encode; the stochastic kernel only when the key asks for it).
 // The amax pass of BF16 input: its chunk staged in shared memory as the encode pass does, or in
 // registers (RegChunk: NIBBLE_NVFP4_AMAX=registers, or kRegisterAmaxDefault; it becomes the default once a
 // GPU run has validated and timed it, docs/kernels-fp4.md, session 20). FP32 chunks are always staged.
 constexpr bool kRegisterAmaxDefault = false;
 bool amax_in_registers() {
-  static const bool on = [] {
-    const char* e = std::getenv("NIBBLE_NVFP4_AMAX");
-    return e == nullptr ? kRegisterAmaxDefault : std::string(e) == "registers";
-  }();
+  static const bool on = knobs::is("NIBBLE_NVFP4_AMAX", "registers", kRegisterAmaxDefault);
   return on;
 }
 
+// Pass 1 (amax) and pass 2 (encode; the stochastic kernel only when the key asks for it).
 template <class In>
 void launch_passes(const In* x, dim3 grid, const Params& p, cudaStream_t stream) {
   constexpr int smem = kStageBytes<In>;
