@@ -4,7 +4,9 @@
 For each bench JSON given: (1) the same GEMMs timed twice, bf16 pre-quantized vs bf16 step (identical
 work: the step mode of bf16 quantizes nothing), per GEMM and per layer; (2) fp8-delayed vs fp8-current
 pre-quantized (the same E4M3 x E4M3 fprop operands: both scale the same tensors by 448 / amax), per
-pass; (3) every recipe's pre-quantized layer time. Usage: bench_noise.py BENCH.json [BENCH.json ...]
+pass; (3) every recipe's pre-quantized layer time; (4) where the file has them, each recipe's layer timed
+as one sequence over the sum of its separately timed parts (what the separate timing leaves out).
+Usage: bench_noise.py BENCH.json [BENCH.json ...]
 """
 import json
 import sys
@@ -47,6 +49,10 @@ def main(paths):
                 print(f"  {p}: fp8-delayed {d:6.3f} ms, fp8-current {c:6.3f} ms, current / delayed {c / d:.3f}")
         pre = [f"{rc}={ms:.2f}" for (rc, m), ms in layer.items() if m == "pre-quantized"]
         print("  pre-quantized layer ms: " + " ".join(pre))
+        seq = [(s["recipe"], s["mode"], s["sequence_layer_ms"] / s["layer_ms"]) for s in result.get("summary", [])
+               if s.get("sequence_layer_ms") and s.get("layer_ms")]
+        if seq:
+            print("  sequence / sum of parts, per layer: " + " ".join(f"{rc}:{m}={x:.3f}" for rc, m, x in seq))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@ struct EngineOptions {
   int iters = 20;
   bool autotune = false;
   bool flush_l2 = true;
+  // Also time each linear layer's passes back to back as one unit (bench::SequenceTiming).
+  bool time_sequences = true;
   // per-gemm mode uses Transformer Engine's benchmark settings: E4M3 only, fast accumulation.
   bool te_settings_for_per_gemm = true;
   std::string baseline = "fp8-delayed";

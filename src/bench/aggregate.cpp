@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <tuple>
 
 namespace nibble::bench {
@@ -28,6 +29,26 @@ const RecipeSummary* bf16_for(const std::vector<RecipeSummary>& all, Mode mode) 
   for (const auto& s : all)
     if (s.recipe == "bf16") return &s;
   return nullptr;
+}
+
+// sequence_layer_ms of (recipe, mode): NaN unless every block layer with rows has its sequence.
+double sequence_sum(const BenchResult& result, const std::string& recipe, Mode mode) {
+  std::set<std::tuple<std::string, int64_t, int64_t, int64_t>> layers;
+  for (const Row& r : result.rows)
+    if (r.recipe == recipe && r.mode == mode && !r.per_model) {
+      const LinearShape l = linear_shape(r);
+      layers.insert({r.layer, l.t, l.i, l.o});
+    }
+  if (layers.empty()) return kNaN;
+  double sum = 0;
+  for (const auto& [layer, t, i, o] : layers) {
+    auto it = std::find_if(result.sequences.begin(), result.sequences.end(), [&](const SequenceTiming& q) {
+      return q.layer == layer && q.t == t && q.i == i && q.o == o && q.recipe == recipe && q.mode == mode;
+    });
+    if (it == result.sequences.end() || !(it->timing.median_ms > 0)) return kNaN;
+    sum += it->timing.median_ms * static_cast<double>(it->count);
+  }
+  return sum;
 }
 
 RecipeSummary sum_rows(const BenchResult& result, const std::string& recipe, Mode mode) {
@@ -74,6 +95,7 @@ RecipeSummary sum_rows(const BenchResult& result, const std::string& recipe, Mod
   s.model_ms = s.layer_ms * static_cast<double>(result.layers) + s.once_per_model_ms;
   s.layer_tflops = s.layer_ms > 0 ? s.layer_flops / (s.layer_ms * 1e-3) / 1e12 : kNaN;
   s.bound_layer_ms = (any_row && bound_complete) ? bound : kNaN;
+  s.sequence_layer_ms = s.failed_rows == 0 ? sequence_sum(result, recipe, mode) : kNaN;
   return s;
 }
 
@@ -121,6 +143,7 @@ std::vector<RecipeSummary> summarize(const BenchResult& result) {
       s.speedup_vs_bf16 = ratio(b->layer_ms, s.layer_ms);
       s.forward_speedup_vs_bf16 = ratio(b->ms.fprop_ms, s.ms.fprop_ms);
       s.backward_speedup_vs_bf16 = ratio(b->ms.backward_ms(), s.ms.backward_ms());
+      s.sequence_speedup_vs_bf16 = ratio(b->sequence_layer_ms, s.sequence_layer_ms);
     }
     const RecipeSummary* base = result.baseline_recipe == "bf16"
                                     ? bf16_for(out, s.mode)
@@ -134,15 +157,29 @@ std::vector<RecipeSummary> summarize(const BenchResult& result) {
   return out;
 }
 
+double sequence_parts_ms(const BenchResult& result, const SequenceTiming& sequence) {
+  double sum = 0;
+  bool any = false;
+  for (const Row& r : result.rows) {
+    if (r.layer != sequence.layer || r.recipe != sequence.recipe || r.mode != sequence.mode ||
+        !(linear_shape(r) == LinearShape{sequence.t, sequence.i, sequence.o}))
+      continue;
+    if (!r.ok()) return kNaN;
+    sum += r.total_ms;
+    any = true;
+  }
+  return any ? sum : kNaN;
+}
+
 std::vector<LinearLayerSum> per_linear_layer(const BenchResult& result) {
   std::vector<LinearLayerSum> out;
   for (const Row& r : result.rows) {
     if (!r.ok()) continue;
     auto it = std::find_if(out.begin(), out.end(), [&](const LinearLayerSum& l) {
-      return l.layer == r.layer && l.recipe == r.recipe && l.mode == r.mode;
+      return l.layer == r.layer && l.shape == linear_shape(r) && l.recipe == r.recipe && l.mode == r.mode;
     });
     if (it == out.end()) {
-      out.push_back({r.layer, r.recipe, r.mode, {}});
+      out.push_back({r.layer, r.recipe, r.mode, {}, linear_shape(r)});
       it = out.end() - 1;
     }
     add_to_pass(it->ms, r.pass, r.total_ms * static_cast<double>(r.count));
@@ -156,7 +193,7 @@ std::vector<Asymmetry> fprop_dgrad_asymmetry(const BenchResult& result) {
     if (!f.ok() || f.pass != "fprop") continue;
     for (const Row& d : result.rows) {
       if (!d.ok() || d.pass != "dgrad" || d.layer != f.layer || d.recipe != f.recipe ||
-          d.mode != f.mode)
+          d.mode != f.mode || !(linear_shape(d) == linear_shape(f)))
         continue;
       out.push_back({f.layer, f.recipe, f.mode, f.total_ms, d.total_ms, ratio(d.total_ms, f.total_ms)});
       break;

@@ -72,9 +72,31 @@ json summary_json(const RecipeSummary& s) {
             {"forward_speedup_vs_bf16", number_or_null(s.forward_speedup_vs_bf16)},
             {"backward_speedup_vs_bf16", number_or_null(s.backward_speedup_vs_bf16)},
             {"quant_overhead_ms", number_or_null(s.quant_overhead_ms)},
+            {"sequence_layer_ms", number_or_null(s.sequence_layer_ms)},
+            {"sequence_speedup_vs_bf16", number_or_null(s.sequence_speedup_vs_bf16)},
             {"failed_rows", s.failed_rows}};
   if (!s.predicted_path.empty()) j["predicted_path"] = s.predicted_path;
   return j;
+}
+
+json sequence_json(const BenchResult& result, const SequenceTiming& q) {
+  const double parts = sequence_parts_ms(result, q);
+  return {{"layer", q.layer},
+          {"t", q.t},
+          {"i", q.i},
+          {"o", q.o},
+          {"recipe", q.recipe},
+          {"mode", std::string(to_string(q.mode))},
+          {"count", q.count},
+          {"per_model", q.per_model},
+          {"sequence_ms", q.timing.median_ms},
+          {"sequence_p10_ms", q.timing.p10_ms},
+          {"sequence_p90_ms", q.timing.p90_ms},
+          {"sequence_min_ms", q.timing.min_ms},
+          {"sequence_max_ms", q.timing.max_ms},
+          {"n_runs", q.timing.n_runs},
+          {"parts_ms", number_or_null(parts)},
+          {"sequence_over_parts", number_or_null(std::isfinite(parts) && parts > 0 ? q.timing.median_ms / parts : kNaN)}};
 }
 
 // --- reading -------------------------------------------------------------------------------------
@@ -131,6 +153,14 @@ int64_t get_int(const json& obj, const char* name, const std::string& where) {
   return v.get<int64_t>();
 }
 
+// per_model of a row or sequence; files without it get the layer name's default.
+bool get_per_model(const json& j, const std::string& where, const std::string& layer) {
+  if (!j.contains("per_model")) return is_once_per_model(layer);
+  if (!j["per_model"].is_boolean())
+    throw std::invalid_argument(fmt::format("{}.per_model: expected true or false", where));
+  return j["per_model"].get<bool>();
+}
+
 Row row_from_json(const json& j, const std::string& where) {
   if (!j.is_object()) throw std::invalid_argument(fmt::format("{}: expected an object", where));
   Row r;
@@ -148,13 +178,7 @@ Row row_from_json(const json& j, const std::string& where) {
         "{}: m, k, n and count must be positive (got {} x {} x {}, count {})", where, r.m, r.k, r.n,
         r.count));
   r.flops = get_number(j, "flops", where);
-  if (j.contains("per_model")) {
-    if (!j["per_model"].is_boolean())
-      throw std::invalid_argument(fmt::format("{}.per_model: expected true or false", where));
-    r.per_model = j["per_model"].get<bool>();
-  } else {
-    r.per_model = is_once_per_model(r.layer);
-  }
+  r.per_model = get_per_model(j, where, r.layer);
   r.recipe = get_string(j, "recipe", where);
   try {
     r.mode = mode_from_string(get_string(j, "mode", where));
@@ -185,6 +209,36 @@ Row row_from_json(const json& j, const std::string& where) {
   return r;
 }
 
+SequenceTiming sequence_from_json(const json& j, const std::string& where) {
+  if (!j.is_object()) throw std::invalid_argument(fmt::format("{}: expected an object", where));
+  SequenceTiming q;
+  q.layer = get_string(j, "layer", where);
+  q.t = get_int(j, "t", where);
+  q.i = get_int(j, "i", where);
+  q.o = get_int(j, "o", where);
+  if (q.t <= 0 || q.i <= 0 || q.o <= 0)
+    throw std::invalid_argument(
+        fmt::format("{}: t, i and o must be positive (got {} x {} x {})", where, q.t, q.i, q.o));
+  q.recipe = get_string(j, "recipe", where);
+  try {
+    q.mode = mode_from_string(get_string(j, "mode", where));
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(fmt::format("{}.{}", where, e.what()));
+  }
+  q.count = get_int(j, "count", where);
+  if (q.count <= 0) throw std::invalid_argument(fmt::format("{}.count: {} must be positive", where, q.count));
+  q.per_model = get_per_model(j, where, q.layer);
+  q.timing.median_ms = get_number(j, "sequence_ms", where);
+  if (!(q.timing.median_ms > 0 && std::isfinite(q.timing.median_ms)))
+    throw std::invalid_argument(fmt::format("{}.sequence_ms: {} is not a time", where, j["sequence_ms"].dump()));
+  q.timing.p10_ms = get_number_or(j, "sequence_p10_ms", where, q.timing.median_ms);
+  q.timing.p90_ms = get_number_or(j, "sequence_p90_ms", where, q.timing.median_ms);
+  q.timing.min_ms = get_number_or(j, "sequence_min_ms", where, q.timing.median_ms);
+  q.timing.max_ms = get_number_or(j, "sequence_max_ms", where, q.timing.median_ms);
+  q.timing.n_runs = get_count_or(j, "n_runs", where, 0);
+  return q;
+}
+
 }  // namespace
 
 json to_json(const BenchResult& result) {
@@ -206,6 +260,8 @@ json to_json(const BenchResult& result) {
                     {"fprop_ms", a.fprop_ms},
                     {"dgrad_ms", a.dgrad_ms},
                     {"dgrad_over_fprop", number_or_null(a.dgrad_over_fprop)}});
+  json sequences = json::array();
+  for (const SequenceTiming& q : result.sequences) sequences.push_back(sequence_json(result, q));
   const GpuInfo& g = result.gpu;
   return {{"schema", "nibble-bench"},
           {"schema_version", kSchemaVersion},
@@ -233,6 +289,7 @@ json to_json(const BenchResult& result) {
           {"gemms", gemms},
           {"memory", memory},
           {"fprop_dgrad", asym},
+          {"sequences", sequences},
           {"notes", result.notes}};
 }
 
@@ -287,6 +344,12 @@ BenchResult result_from_json(const json& j) {
       r.memory.push_back({get_string(m, "recipe", w), get_int(m, "operand_bytes", w),
                           get_int(m, "saved_bytes", w), get_int(m, "peak_bytes", w)});
     }
+  }
+  if (j.contains("sequences")) {
+    const json& seqs = j["sequences"];
+    if (!seqs.is_array()) throw std::invalid_argument("result.sequences: expected an array");
+    for (size_t i = 0; i < seqs.size(); ++i)
+      r.sequences.push_back(sequence_from_json(seqs[i], fmt::format("sequences[{}]", i)));
   }
   if (j.contains("notes") && j["notes"].is_array())
     for (const json& n : j["notes"])

@@ -33,6 +33,12 @@ Mode mode_from_string(std::string_view text) {
       fmt::format("mode '{}' is not one of: pre-quantized, step, per-gemm", text));
 }
 
+LinearShape linear_shape(const Row& row) {
+  if (row.pass == "dgrad") return {row.m, row.n, row.k};
+  if (row.pass == "wgrad") return {row.k, row.m, row.n};
+  return {row.m, row.k, row.n};
+}
+
 bool is_valid_path(std::string_view text) {
   for (auto p : kPaths)
     if (text == p) return true;

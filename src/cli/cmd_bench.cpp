@@ -35,6 +35,7 @@ struct BenchArgs {
   double warmup_ms = 0;
   std::string json, csv, html, gpu;
   bool autotune = false;
+  bool no_sequences = false;
   bool quiet = false;
   std::string command_line;
 };
@@ -101,6 +102,7 @@ int run_bench(const BenchArgs& a) {
     opt.warmup = a.warmup;
     opt.warmup_ms = a.warmup_ms;
     opt.autotune = a.autotune;
+    opt.time_sequences = !a.no_sequences;
     opt.baseline = baseline;
     opt.command_line = a.command_line;
     if (!a.quiet) opt.progress = progress_bar;
@@ -152,6 +154,9 @@ std::function<int()> setup_bench(CLI::App& sub) {
   sub.add_option("--html", a->html, "write a self-contained HTML report");
   sub.add_option("--gpu", a->gpu, "predict for this GPU from the performance model instead of measuring");
   sub.add_flag("--autotune", a->autotune, "time the top cuBLASLt heuristics per GEMM and keep the fastest");
+  sub.add_flag("--no-sequences", a->no_sequences,
+               "skip timing each linear layer's passes back to back as one unit (the rows, timed piece by piece, "
+               "still run)");
   sub.add_flag("--quiet", a->quiet, "no progress bar");
   return [a, &sub] {
     std::ostringstream cl;

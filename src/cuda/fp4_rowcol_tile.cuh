@@ -21,8 +21,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdlib>
 
+#include "env_knobs.hpp"
 #include "fp4_kernel_io.cuh"
 #include "quartet_fused_group_math.cuh"
 #include "nibble/cuda/quartet.hpp"
@@ -407,10 +407,7 @@ inline dim3 grid(int64_t rows, int64_t cols) {
 // MXFP4 input, Loader::kFitsFiveCtas); stochastic kernels (Philox state) always take 4.
 // NIBBLE_ROWCOL_MIN_BLOCKS=4 or 5 overrides the policies' choice (the A/B knob).
 inline int min_blocks_knob() {
-  static const int n = [] {
-    const char* e = std::getenv("NIBBLE_ROWCOL_MIN_BLOCKS");
-    return e == nullptr ? 0 : std::atoi(e);
-  }();
+  static const int n = knobs::integer("NIBBLE_ROWCOL_MIN_BLOCKS", 0);
   return n;
 }
 

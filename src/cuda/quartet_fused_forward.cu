@@ -11,10 +11,10 @@
 // reencode.hpp (the shift k_j - k_max + 6 of every block of an exact row is in [-8, 6]); blocks out
 // of that range (violating rows only) take quant::reencode_e2m1_as_e4m3 per element, as the
 // standalone re-encoder (reencode_mxfp4_e4m3.cu) does.
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
+#include "env_knobs.hpp"
 #include "fp4_kernel_io.cuh"
 #include "nibble/cuda/quartet_fused.hpp"
 #include "nibble/cuda/reencode.hpp"
@@ -116,8 +116,7 @@ __global__ void __launch_bounds__(kMaxThreads)
 // 2 by default; NIBBLE_FUSED_FWD_PER = 1, 2 or 4 overrides it (a measurement knob).
 int min_groups_per_thread() {
   static const int per = [] {
-    const char* e = std::getenv("NIBBLE_FUSED_FWD_PER");
-    const int v = e != nullptr ? std::atoi(e) : 2;
+    const int v = knobs::integer("NIBBLE_FUSED_FWD_PER", 2);
     return v == 1 || v == 2 || v == 4 ? v : 2;
   }();
   return per;

@@ -82,6 +82,31 @@ void refuse_unless_it_fits(const std::string& what, int64_t need) {
   if (!refusal.empty()) throw OutOfMemory(refusal);
 }
 
+// The layer's passes back to back as a training step runs them: per pass its quantization (autocast
+// modes, where the pass quantizes anything) then its GEMM.
+bench::Timing time_as_sequence(LayerRunner& runner, const LinearLayer& layer, Mode mode, const TimingOptions& topt,
+                               cudaStream_t stream) {
+  std::vector<Pass> passes;
+  for (const char* name : {"fprop", "dgrad", "wgrad"})
+    if (layer.by_pass.count(name) != 0) {
+      const Pass p = pass_of(name);
+      passes.push_back(p);
+    }
+  std::vector<bool> quantizes;
+  for (Pass p : passes) quantizes.push_back(bench::is_autocast(mode) && runner.quant_bytes(p, mode) > 0);
+  int64_t step = 1;
+  const TimingStats t = time_on_gpu(
+      [&](cudaStream_t st, int) {
+        for (size_t i = 0; i < passes.size(); ++i) {
+          if (quantizes[i]) runner.quantize(passes[i], mode, step, st);
+          runner.gemm(passes[i], st);
+        }
+        ++step;
+      },
+      topt, stream);
+  return {t.median_ms, t.p10_ms, t.p90_ms, t.min_ms, t.max_ms, t.runs};
+}
+
 }  // namespace
 
 bool gpu_available() {
@@ -119,7 +144,8 @@ bench::BenchResult run_bench(const workload::Workload& workload, const EngineOpt
       "timing: CUDA events, " + std::to_string(options.warmup) + " warm-up runs" +
       (options.warmup_ms > 0 ? ::fmt::format(" then at least {:g} ms of the row's own work", options.warmup_ms) : "") +
       " and " + std::to_string(options.iters) + " timed runs per row, L2 flushed between runs, median reported; "
-      "quantization and GEMM are timed separately and summed");
+      "quantization and GEMM are timed separately and summed" +
+      (options.time_sequences ? "; each linear layer's passes are also timed back to back as one sequence" : ""));
   if (options.te_settings_for_per_gemm) {
     result.notes.push_back("per-gemm mode uses Transformer Engine's benchmark settings: E4M3 only, fast accumulation, "
                            "every GEMM timed as a forward-layer call (fp8-block wgrad: dY^T in 128x128 blocks, not the "
@@ -179,6 +205,7 @@ bench::BenchResult run_bench(const workload::Workload& workload, const EngineOpt
           runner.reset();
           cudaGetLastError();
         }
+        bool rows_ok = runner != nullptr;
         for (const char* pass_name : {"fprop", "dgrad", "wgrad"}) {
           auto it = layer.by_pass.find(pass_name);
           if (it == layer.by_pass.end()) continue;
@@ -209,7 +236,19 @@ bench::BenchResult run_bench(const workload::Workload& workload, const EngineOpt
             row.error = e.what();
             cudaGetLastError();
           }
+          rows_ok = rows_ok && row.ok();
           result.rows.push_back(std::move(row));
+        }
+        if (options.time_sequences && rows_ok) {
+          const bench::Row first = bench::row_from_gemm(*layer.by_pass.begin()->second, recipe, mode);
+          try {
+            result.sequences.push_back({first.layer, s.t, s.i, s.o, recipe, mode, first.count, first.per_model,
+                                        time_as_sequence(*runner, layer, mode, topt, stream)});
+          } catch (const std::exception& e) {
+            result.notes.push_back(recipe + " " + layer.name + " " + std::string(bench::to_string(mode)) +
+                                   ": not timed as one sequence (" + e.what() + ")");
+            cudaGetLastError();
+          }
         }
         const std::string note = runner ? runner->note() : "";
         const std::string line = recipe + " " + layer.name + ": " + note;

@@ -136,6 +136,26 @@ std::string overhead_and_asymmetry(const std::vector<RecipeSummary>& sums, const
   return out;
 }
 
+// Each linear layer's passes timed back to back as one unit, next to the sum of the rows' parts.
+std::string sequence_table(const std::vector<RecipeSummary>& sums) {
+  const bool any = std::any_of(sums.begin(), sums.end(), [](const auto& s) { return std::isfinite(s.sequence_layer_ms); });
+  if (!any) return {};
+  std::string out = "\nper layer timed as one sequence (each linear layer's passes back to back, as a training "
+                    "step runs them)\n";
+  out += fmt::format("  {:<13}{:<14}{:>10}{:>14}{:>10}{:>9}\n", "recipe", "mode", "sequence", "sum of parts",
+                     "diff", "vs bf16");
+  for (const auto& s : sums) {
+    if (!std::isfinite(s.sequence_layer_ms)) continue;
+    out += fmt::format("  {:<13}{:<14}{:>10}{:>14}{:>10}{:>9}\n", s.recipe, bench::to_string(s.mode),
+                       ms_text(s.sequence_layer_ms), ms_text(s.layer_ms),
+                       fmt::format("{:+.1f}%", 100.0 * (s.sequence_layer_ms / s.layer_ms - 1)),
+                       speedup_text(s.sequence_speedup_vs_bf16));
+  }
+  out += "(the rows above time quantization and GEMM apart; a sequence also pays for what they do to each other: "
+         "clock state, launch gaps, operands left in L2)\n";
+  return out;
+}
+
 // What the numbers mean, in words.
 std::string interpretation(const std::vector<RecipeSummary>& sums) {
   std::string out = "\nwhat this means\n";
@@ -209,6 +229,7 @@ std::string render_terminal(const BenchResult& r) {
   const auto sums = bench::summarize(r);
   out += summary_table(sums, r);
   out += overhead_and_asymmetry(sums, r);
+  out += sequence_table(sums);
   out += interpretation(sums);
   for (const Row& x : r.rows)
     if (!x.ok())

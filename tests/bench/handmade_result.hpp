@@ -51,6 +51,35 @@ inline Row make_row(const Shape& s, const std::string& recipe, Mode mode, std::m
   return r;
 }
 
+// One SequenceTiming per (linear layer, recipe, mode) of the rows, timed at a random multiple of
+// the sum of its parts (a sequence may be faster or slower than its separately timed pieces).
+inline void add_sequences(BenchResult& b, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> factor(0.9, 1.2);
+  for (const Row& r : b.rows) {
+    if (r.pass != "fprop") continue;
+    double parts = 0;
+    for (const Row& x : b.rows)
+      if (x.layer == r.layer && x.recipe == r.recipe && x.mode == r.mode && linear_shape(x) == linear_shape(r))
+        parts += x.total_ms;
+    SequenceTiming q;
+    q.layer = r.layer;
+    q.t = r.m;
+    q.i = r.k;
+    q.o = r.n;
+    q.recipe = r.recipe;
+    q.mode = r.mode;
+    q.count = r.count;
+    q.per_model = r.per_model;
+    q.timing.median_ms = parts * factor(rng);
+    q.timing.p10_ms = q.timing.median_ms * 0.99;
+    q.timing.p90_ms = q.timing.median_ms * 1.02;
+    q.timing.min_ms = q.timing.median_ms * 0.98;
+    q.timing.max_ms = q.timing.median_ms * 1.05;
+    q.timing.n_runs = 20;
+    b.sequences.push_back(q);
+  }
+}
+
 inline BenchResult handmade_result(std::mt19937_64& rng,
                                    const std::vector<std::string>& recipes = {"bf16", "fp8-delayed",
                                                                               "quartet"},
@@ -71,6 +100,7 @@ inline BenchResult handmade_result(std::mt19937_64& rng,
     for (const auto& recipe : recipes)
       for (const auto& s : handmade_shapes()) b.rows.push_back(make_row(s, recipe, mode, rng));
   for (const auto& recipe : recipes) b.memory.push_back({recipe, 1000, 2000, 5000});
+  add_sequences(b, rng);
   return b;
 }
 

@@ -129,6 +129,109 @@ TEST(Aggregate, FpropDgradAsymmetryAndPerLayer) {
     }
 }
 
+TEST(Aggregate, LinearShapeFromEachPass) {
+  Row r;
+  r.m = 1024, r.k = 512, r.n = 1536;  // fprop: T=1024, I=512, O=1536
+  r.pass = "fprop";
+  EXPECT_EQ(linear_shape(r), (LinearShape{1024, 512, 1536}));
+  r.pass = "dgrad";
+  r.m = 1024, r.k = 1536, r.n = 512;
+  EXPECT_EQ(linear_shape(r), (LinearShape{1024, 512, 1536}));
+  r.pass = "wgrad";
+  r.m = 512, r.k = 1024, r.n = 1536;
+  EXPECT_EQ(linear_shape(r), (LinearShape{1024, 512, 1536}));
+}
+
+// The long way: a (recipe, mode)'s block layers timed as sequences, times count.
+double sequence_ms(const BenchResult& b, const std::string& recipe, Mode mode) {
+  double sum = 0;
+  for (const SequenceTiming& q : b.sequences)
+    if (q.recipe == recipe && q.mode == mode && q.layer != "lm_head") sum += q.timing.median_ms * double(q.count);
+  return sum;
+}
+
+TEST(Aggregate, SequencesSumPerLayerWithCountsAndGiveSpeedups) {
+  auto rng = fresh_rng();
+  BenchResult b = testing::handmade_result(rng);
+  const auto summaries = summarize(b);
+  for (const RecipeSummary& s : summaries) {
+    const double want = sequence_ms(b, s.recipe, s.mode);
+    ASSERT_GT(want, 0);
+    EXPECT_NEAR(s.sequence_layer_ms, want, 1e-12) << s.recipe;
+    const RecipeSummary* bf16 = find_summary(summaries, "bf16", s.mode);
+    EXPECT_NEAR(s.sequence_speedup_vs_bf16, sequence_ms(b, "bf16", s.mode) / want, 1e-12);
+    EXPECT_NEAR(bf16->sequence_speedup_vs_bf16, 1.0, 1e-15);
+  }
+  for (const SequenceTiming& q : b.sequences) {
+    double parts = 0;
+    for (const Row& r : b.rows)
+      if (r.layer == q.layer && r.recipe == q.recipe && r.mode == q.mode) parts += r.total_ms;
+    EXPECT_NEAR(sequence_parts_ms(b, q), parts, 1e-12) << q.layer;
+  }
+}
+
+TEST(Aggregate, SequenceSumNeedsEveryLayerAndNoFailedRow) {
+  auto rng = fresh_rng();
+  BenchResult b = testing::handmade_result(rng);
+  // Drop qkv's fp8-delayed step sequence: that summary has no sequence total, the others keep theirs.
+  std::erase_if(b.sequences, [](const SequenceTiming& q) {
+    return q.layer == "qkv" && q.recipe == "fp8-delayed" && q.mode == Mode::step;
+  });
+  auto summaries = summarize(b);
+  EXPECT_TRUE(std::isnan(find_summary(summaries, "fp8-delayed", Mode::step)->sequence_layer_ms));
+  EXPECT_TRUE(std::isnan(find_summary(summaries, "fp8-delayed", Mode::step)->sequence_speedup_vs_bf16));
+  EXPECT_TRUE(std::isfinite(find_summary(summaries, "quartet", Mode::step)->sequence_layer_ms));
+  // The lm_head (once per model) is not part of the block's sum: without its sequence nothing changes.
+  BenchResult c = testing::handmade_result(rng);
+  const double with_lm = find_summary(summarize(c), "quartet", Mode::step)->sequence_layer_ms;
+  std::erase_if(c.sequences, [](const SequenceTiming& q) { return q.layer == "lm_head"; });
+  EXPECT_DOUBLE_EQ(find_summary(summarize(c), "quartet", Mode::step)->sequence_layer_ms, with_lm);
+  // A failed row withholds the sequence total and makes its parts unknown.
+  for (Row& r : c.rows)
+    if (r.layer == "mlp_up" && r.pass == "dgrad" && r.recipe == "quartet" && r.mode == Mode::step) r.error = "oom";
+  EXPECT_TRUE(std::isnan(find_summary(summarize(c), "quartet", Mode::step)->sequence_layer_ms));
+  for (const SequenceTiming& q : c.sequences)
+    if (q.layer == "mlp_up" && q.recipe == "quartet" && q.mode == Mode::step)
+      EXPECT_TRUE(std::isnan(sequence_parts_ms(c, q)));
+}
+
+TEST(Aggregate, LayersOfOneNameAreToldApartByShape) {
+  // An MoE block: routed experts and a shared expert are both "mlp_up", with different token counts.
+  auto rng = fresh_rng();
+  BenchResult b;
+  b.layers = 2;
+  b.copy_bandwidth_gbs = 4000;
+  const std::vector<testing::Shape> shapes = {
+      {"mlp_up", "fprop", 256, 512, 1024, 8},  {"mlp_up", "dgrad", 256, 1024, 512, 8},
+      {"mlp_up", "wgrad", 512, 256, 1024, 8},  {"mlp_up", "fprop", 2048, 512, 1024, 1},
+      {"mlp_up", "dgrad", 2048, 1024, 512, 1}, {"mlp_up", "wgrad", 512, 2048, 1024, 1}};
+  for (const auto& recipe : {"bf16", "mxfp4"})
+    for (const auto& s : shapes) b.rows.push_back(testing::make_row(s, recipe, Mode::step, rng));
+  testing::add_sequences(b, rng);
+  ASSERT_EQ(b.sequences.size(), 4u);
+  for (const SequenceTiming& q : b.sequences) {
+    double parts = 0;
+    for (const Row& r : b.rows)
+      if (r.recipe == q.recipe && linear_shape(r) == LinearShape{q.t, q.i, q.o}) parts += r.total_ms;
+    EXPECT_NEAR(sequence_parts_ms(b, q), parts, 1e-12);
+  }
+  const RecipeSummary* s = find_summary(summarize(b), "mxfp4", Mode::step);
+  EXPECT_NEAR(s->sequence_layer_ms, sequence_ms(b, "mxfp4", Mode::step), 1e-12);
+  // fprop / dgrad pairs stay within one linear layer.
+  const auto asym = fprop_dgrad_asymmetry(b);
+  ASSERT_EQ(asym.size(), 4u);
+  for (const Asymmetry& a : asym) {
+    bool found = false;
+    for (const Row& f : b.rows)
+      for (const Row& d : b.rows)
+        if (f.pass == "fprop" && d.pass == "dgrad" && f.recipe == a.recipe && d.recipe == a.recipe &&
+            f.total_ms == a.fprop_ms && d.total_ms == a.dgrad_ms)
+          found = found || linear_shape(f) == linear_shape(d);
+    EXPECT_TRUE(found) << a.recipe;
+  }
+  EXPECT_EQ(per_linear_layer(b).size(), 4u);
+}
+
 TEST(Aggregate, TrainingSpeedupFormula) {
   EXPECT_DOUBLE_EQ(training_speedup(1, 1), 1.0);
   EXPECT_NEAR(training_speedup(2, 1), 1.0 / (1.0 / 6 + 2.0 / 3), 1e-15);

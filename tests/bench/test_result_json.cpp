@@ -38,6 +38,16 @@ TEST(ResultJson, TopLevelAndRowFieldNames) {
   for (const char* f : {"recipe", "operand_bytes", "saved_bytes", "peak_bytes"})
     EXPECT_TRUE(j["memory"][0].contains(f)) << f;
   EXPECT_EQ(j["summary"].size(), 6u);
+  for (const char* f : {"sequence_layer_ms", "sequence_speedup_vs_bf16"})
+    EXPECT_TRUE(j["summary"][0].contains(f)) << f;
+  ASSERT_TRUE(j.contains("sequences"));
+  ASSERT_FALSE(j["sequences"].empty());
+  for (const char* f : {"layer", "t", "i", "o", "recipe", "mode", "count", "per_model", "sequence_ms",
+                        "sequence_p10_ms", "sequence_p90_ms", "n_runs", "parts_ms", "sequence_over_parts"})
+    EXPECT_TRUE(j["sequences"][0].contains(f)) << f;
+  const json& q = j["sequences"][0];
+  EXPECT_NEAR(q["sequence_over_parts"].get<double>(), q["sequence_ms"].get<double>() / q["parts_ms"].get<double>(),
+              1e-12);
 }
 
 TEST(ResultJson, RoundTripKeepsEveryRow) {
@@ -88,6 +98,24 @@ TEST(ResultJson, ReaderNamesTheBadField) {
   j = good;
   j["gemms"][0]["m"] = -4;
   expect_rejected(j, "gemms[0]");
+  j = good;
+  j["sequences"][1]["sequence_ms"] = -1.0;
+  expect_rejected(j, "sequences[1].sequence_ms");
+  j = good;
+  j["sequences"][0].erase("t");
+  expect_rejected(j, "sequences[0].t");
+  j = good;
+  j["sequences"][2]["mode"] = "fused";
+  expect_rejected(j, "sequences[2].mode");
+  j = good;
+  j["sequences"][0]["per_model"] = "no";
+  expect_rejected(j, "sequences[0].per_model");
+  j = good;
+  j["sequences"] = "none";
+  expect_rejected(j, "result.sequences");
+  j = good;
+  j.erase("sequences");  // files from before sequences existed still load
+  EXPECT_TRUE(result_from_json(j).sequences.empty());
   j = good;
   j["predicted"] = "yes";
   expect_rejected(j, "predicted");

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <sstream>
 
 namespace nibble::report {
@@ -34,6 +35,20 @@ TEST(Terminal, ShowsTablesTotalsAndPaths) {
   const auto sums = bench::summarize(r);
   const auto* q = bench::find_summary(sums, "quartet", Mode::step);
   EXPECT_TRUE(has(t, fmt::format("{:.2f}x", q->speedup_vs_bf16))) << t;
+}
+
+TEST(Terminal, SequenceTableNextToTheSumOfParts) {
+  BenchResult r = sample();
+  const auto sums = bench::summarize(r);
+  const std::string t = render_terminal(r);
+  ASSERT_TRUE(has(t, "timed as one sequence")) << t;
+  for (const auto& s : sums) {
+    ASSERT_TRUE(std::isfinite(s.sequence_layer_ms));
+    const std::string diff = fmt::format("{:+.1f}%", 100.0 * (s.sequence_layer_ms / s.layer_ms - 1));
+    EXPECT_TRUE(has(t, diff)) << s.recipe << " " << diff << "\n" << t;
+  }
+  r.sequences.clear();  // a prediction, or --no-sequences: no such table
+  EXPECT_FALSE(has(render_terminal(r), "timed as one sequence"));
 }
 
 TEST(Terminal, PredictedBannerAndFailedRows) {

@@ -40,6 +40,11 @@ struct RecipeSummary {
   // scaling-law planner's sp_fw and sp_bw.
   double forward_speedup_vs_bf16 = kNaN;
   double backward_speedup_vs_bf16 = kNaN;
+  // The block's linear layers each timed as one sequence (SequenceTiming), summed like layer_ms; NaN
+  // unless every linear layer of the block that has rows here has a sequence.
+  double sequence_layer_ms = kNaN;
+  // Same-mode bf16 sequence_layer_ms / this one.
+  double sequence_speedup_vs_bf16 = kNaN;
   // Autocast layer_ms minus the same recipe's pre-quantized layer_ms, when both ran.
   double quant_overhead_ms = kNaN;
   // Rows with an error. The sums skip them, so a recipe with failures looks faster than it is:
@@ -53,6 +58,7 @@ struct LinearLayerSum {
   std::string recipe;
   Mode mode = Mode::pre_quantized;
   PassSums ms;                 // gemm + quant
+  LinearShape shape;           // tells two layers of one name apart (MoE experts and shared experts)
 };
 
 // fprop versus dgrad of one linear layer: the same weights, different shapes and layouts, so the
@@ -65,6 +71,10 @@ struct Asymmetry {
   double dgrad_ms = 0;
   double dgrad_over_fprop = kNaN;
 };
+
+// The separately timed parts of a sequence: the total_ms of its layer's rows (same recipe and mode),
+// one call of each pass; NaN when a row failed or is missing.
+double sequence_parts_ms(const BenchResult& result, const SequenceTiming& sequence);
 
 // Sums over rows that succeeded, weighted by each row's count.
 std::vector<RecipeSummary> summarize(const BenchResult& result);

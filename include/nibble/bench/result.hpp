@@ -90,6 +90,28 @@ struct Row {
   bool ok() const { return error.empty(); }
 };
 
+// One linear layer's passes timed back to back as one unit, the way a training step runs them: per
+// pass, its quantization (autocast modes) then its GEMM, for fprop, dgrad and wgrad. The rows time
+// the same work piece by piece (quantization and GEMM apart); the sequence adds what the pieces do to
+// each other: clock state, launch gaps, operands still in L2. Times are for one call of each pass.
+struct SequenceTiming {
+  std::string layer;
+  int64_t t = 0, i = 0, o = 0;  // the linear layer: Y[T,O] = X[T,I] W[O,I]^T (tells MoE experts from shared ones)
+  std::string recipe;
+  Mode mode = Mode::pre_quantized;
+  int64_t count = 1;        // calls per transformer block, as the layer's rows
+  bool per_model = false;   // once per model step (lm_head), as the layer's rows
+  Timing timing;            // the whole sequence
+};
+
+// The linear layer (T, I, O) a row's GEMM belongs to, from its pass and shape (SPEC 5: fprop
+// M=T,K=I,N=O; dgrad M=T,K=O,N=I; wgrad M=I,K=T,N=O).
+struct LinearShape {
+  int64_t t = 0, i = 0, o = 0;
+  bool operator==(const LinearShape&) const = default;
+};
+LinearShape linear_shape(const Row& row);
+
 // Memory a recipe needs for one layer's linear GEMMs.
 struct MemoryUsage {
   std::string recipe;
@@ -111,6 +133,7 @@ struct BenchResult {
   double copy_bandwidth_gbs = 0;     // device copy bandwidth (read + write) measured in this run
   std::vector<Row> rows;
   std::vector<MemoryUsage> memory;
+  std::vector<SequenceTiming> sequences;  // measured runs only (a prediction has none)
   std::vector<std::string> notes;    // free text the engine wants a reader to see
 };
 
