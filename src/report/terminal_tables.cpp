@@ -142,14 +142,15 @@ std::string sequence_table(const std::vector<RecipeSummary>& sums) {
   if (!any) return {};
   std::string out = "\nper layer timed as one sequence (each linear layer's passes back to back, as a training "
                     "step runs them)\n";
-  out += fmt::format("  {:<13}{:<14}{:>10}{:>14}{:>10}{:>9}\n", "recipe", "mode", "sequence", "sum of parts",
-                     "diff", "vs bf16");
+  out += fmt::format("  {:<13}{:<14}{:>10}{:>14}{:>10}{:>9}{:>11}\n", "recipe", "mode", "sequence", "sum of parts",
+                     "diff", "vs bf16", "vs bound");
+  auto pct = [](double a, double b) { return std::isfinite(a / b) ? fmt::format("{:+.1f}%", 100.0 * (a / b - 1)) : "-"; };
   for (const auto& s : sums) {
     if (!std::isfinite(s.sequence_layer_ms)) continue;
-    out += fmt::format("  {:<13}{:<14}{:>10}{:>14}{:>10}{:>9}\n", s.recipe, bench::to_string(s.mode),
-                       ms_text(s.sequence_layer_ms), ms_text(s.layer_ms),
-                       fmt::format("{:+.1f}%", 100.0 * (s.sequence_layer_ms / s.layer_ms - 1)),
-                       speedup_text(s.sequence_speedup_vs_bf16));
+    out += fmt::format("  {:<13}{:<14}{:>10}{:>14}{:>10}{:>9}{:>11}\n", s.recipe, bench::to_string(s.mode),
+                       ms_text(s.sequence_layer_ms), ms_text(s.layer_ms), pct(s.sequence_layer_ms, s.layer_ms),
+                       speedup_text(s.sequence_speedup_vs_bf16),
+                       bench::is_autocast(s.mode) ? pct(s.sequence_layer_ms, s.bound_layer_ms) : "");
   }
   out += "(the rows above time quantization and GEMM apart; a sequence also pays for what they do to each other: "
          "clock state, launch gaps, operands left in L2)\n";

@@ -8,6 +8,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <utility>
+#include <vector>
 
 namespace nibble::bench {
 namespace {
@@ -83,46 +86,30 @@ void expect_rejected(const json& j, const std::string& needle) {
 
 TEST(ResultJson, ReaderNamesTheBadField) {
   const json good = to_json(sample());
+  // Each case spoils one field of a good file; the error must name it.
+  const std::vector<std::pair<std::function<void(json&)>, std::string>> cases = {
+      {[](json& j) { j.erase("gemms"); }, "gemms"},
+      {[](json& j) { j["gemms"][2]["mode"] = "fast"; }, "gemms[2].mode"},
+      {[](json& j) { j["gemms"][1]["path"] = "fp4"; }, "gemms[1].path"},
+      {[](json& j) { j["gemms"][0]["pass"] = "backward"; }, "gemms[0].pass"},
+      {[](json& j) { j["gemms"][0]["m"] = -4; }, "gemms[0]"},
+      {[](json& j) { j["sequences"][1]["sequence_ms"] = -1.0; }, "sequences[1].sequence_ms"},
+      {[](json& j) { j["sequences"][0].erase("t"); }, "sequences[0].t"},
+      {[](json& j) { j["sequences"][2]["mode"] = "fused"; }, "sequences[2].mode"},
+      {[](json& j) { j["sequences"][0]["per_model"] = "no"; }, "sequences[0].per_model"},
+      {[](json& j) { j["sequences"] = "none"; }, "result.sequences"},
+      {[](json& j) { j["predicted"] = "yes"; }, "predicted"},
+      {[](json& j) { j["schema"] = "something-else"; }, "schema"},
+  };
+  for (const auto& [spoil, needle] : cases) {
+    json j = good;
+    spoil(j);
+    expect_rejected(j, needle);
+  }
+  expect_rejected(json::array(), "object");
   json j = good;
-  j.erase("gemms");
-  expect_rejected(j, "gemms");
-  j = good;
-  j["gemms"][2]["mode"] = "fast";
-  expect_rejected(j, "gemms[2].mode");
-  j = good;
-  j["gemms"][1]["path"] = "fp4";
-  expect_rejected(j, "gemms[1].path");
-  j = good;
-  j["gemms"][0]["pass"] = "backward";
-  expect_rejected(j, "gemms[0].pass");
-  j = good;
-  j["gemms"][0]["m"] = -4;
-  expect_rejected(j, "gemms[0]");
-  j = good;
-  j["sequences"][1]["sequence_ms"] = -1.0;
-  expect_rejected(j, "sequences[1].sequence_ms");
-  j = good;
-  j["sequences"][0].erase("t");
-  expect_rejected(j, "sequences[0].t");
-  j = good;
-  j["sequences"][2]["mode"] = "fused";
-  expect_rejected(j, "sequences[2].mode");
-  j = good;
-  j["sequences"][0]["per_model"] = "no";
-  expect_rejected(j, "sequences[0].per_model");
-  j = good;
-  j["sequences"] = "none";
-  expect_rejected(j, "result.sequences");
-  j = good;
   j.erase("sequences");  // files from before sequences existed still load
   EXPECT_TRUE(result_from_json(j).sequences.empty());
-  j = good;
-  j["predicted"] = "yes";
-  expect_rejected(j, "predicted");
-  j = good;
-  j["schema"] = "something-else";
-  expect_rejected(j, "schema");
-  expect_rejected(json::array(), "object");
 }
 
 TEST(ResultJson, ReadFileErrors) {

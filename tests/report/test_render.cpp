@@ -46,6 +46,12 @@ TEST(Terminal, SequenceTableNextToTheSumOfParts) {
     ASSERT_TRUE(std::isfinite(s.sequence_layer_ms));
     const std::string diff = fmt::format("{:+.1f}%", 100.0 * (s.sequence_layer_ms / s.layer_ms - 1));
     EXPECT_TRUE(has(t, diff)) << s.recipe << " " << diff << "\n" << t;
+    if (bench::is_autocast(s.mode)) {
+      ASSERT_TRUE(std::isfinite(s.bound_layer_ms));
+      const std::string over = fmt::format("{:+.1f}%", 100.0 * (s.sequence_layer_ms / s.bound_layer_ms - 1));
+      EXPECT_TRUE(has(t, diff + fmt::format("{:>9}{:>11}", fmt::format("{:.2f}x", s.sequence_speedup_vs_bf16), over)))
+          << s.recipe << " " << over << "\n" << t;
+    }
   }
   r.sequences.clear();  // a prediction, or --no-sequences: no such table
   EXPECT_FALSE(has(render_terminal(r), "timed as one sequence"));
