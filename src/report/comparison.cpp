@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace nibble::report {
 
@@ -52,6 +53,18 @@ std::string render_comparison(const bench::BenchResult& a, const bench::BenchRes
                        path(x), path(y));
   }
   out += "(B/A < 1: B is faster)\n";
+  // Both measured with sequence timing: the same comparison on the layers timed as one unit each.
+  std::string seq;
+  for (const auto& [recipe, mode] : keys) {
+    const auto* x = bench::find_summary(sa, recipe, mode);
+    const auto* y = bench::find_summary(sb, recipe, mode);
+    if (!x || !y || !std::isfinite(x->sequence_layer_ms) || !std::isfinite(y->sequence_layer_ms)) continue;
+    seq += fmt::format("{:<13}{:<14}{:>12}{:>12}{:>9.3f}\n", recipe, bench::to_string(mode), ms_text(x->sequence_layer_ms),
+                       ms_text(y->sequence_layer_ms), y->sequence_layer_ms / x->sequence_layer_ms);
+  }
+  if (!seq.empty())
+    out += fmt::format("\nper layer timed as one sequence\n{:<13}{:<14}{:>12}{:>12}{:>9}\n", "recipe", "mode",
+                       "A ms", "B ms", "B/A") + seq;
   return out;
 }
 

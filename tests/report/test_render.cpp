@@ -125,6 +125,11 @@ TEST(Compare, SideBySideRatios) {
   EXPECT_TRUE(has(c, fmt::format("{:.3f}", y->layer_ms / x->layer_ms))) << c;
   EXPECT_TRUE(has(c, "PREDICTED"));
   EXPECT_TRUE(has(c, "B200"));
+  // Both sides carry sequences (hand-made): their per-layer totals are compared too.
+  EXPECT_TRUE(has(c, "timed as one sequence")) << c;
+  EXPECT_TRUE(has(c, fmt::format("{:.3f}", y->sequence_layer_ms / x->sequence_layer_ms))) << c;
+  b.sequences.clear();  // a prediction has none: no such table
+  EXPECT_FALSE(has(render_comparison(a, b), "timed as one sequence"));
 }
 
 }  // namespace
