@@ -88,10 +88,7 @@ bench::Timing time_as_sequence(LayerRunner& runner, const LinearLayer& layer, Mo
                                cudaStream_t stream) {
   std::vector<Pass> passes;
   for (const char* name : {"fprop", "dgrad", "wgrad"})
-    if (layer.by_pass.count(name) != 0) {
-      const Pass p = pass_of(name);
-      passes.push_back(p);
-    }
+    if (layer.by_pass.count(name) != 0) passes.push_back(pass_of(name));
   std::vector<bool> quantizes;
   for (Pass p : passes) quantizes.push_back(bench::is_autocast(mode) && runner.quant_bytes(p, mode) > 0);
   int64_t step = 1;
