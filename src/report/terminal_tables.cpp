@@ -195,6 +195,16 @@ std::string interpretation(const std::vector<RecipeSummary>& sums) {
                          "format's.\n", s.recipe, s.path == "predicted" ? s.predicted_path : s.path);
   }
   for (const auto& s : sums)
+    if (std::isfinite(s.sequence_layer_ms) && std::fabs(s.sequence_layer_ms / s.layer_ms - 1) > 0.05)
+      out += fmt::format("  {} ({}) timed as one sequence per linear layer takes {:+.0f}% against its separately "
+                         "timed parts: {}.\n",
+                         s.recipe, bench::to_string(s.mode), 100.0 * (s.sequence_layer_ms / s.layer_ms - 1),
+                         s.sequence_layer_ms > s.layer_ms
+                             ? "the parts understate what a training step pays (clocks after the other work, launch "
+                               "gaps); trust the sequence"
+                             : "in a step the pieces help each other (operands still in L2, no idle gaps); the parts "
+                               "overstate its cost");
+  for (const auto& s : sums)
     if (s.failed_rows)
       out += fmt::format("  {} ({}): {} GEMMs failed (see the rows); its sums leave them out and its "
                          "speedups are not shown.\n", s.recipe, bench::to_string(s.mode), s.failed_rows);

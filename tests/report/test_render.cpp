@@ -53,6 +53,13 @@ TEST(Terminal, SequenceTableNextToTheSumOfParts) {
           << s.recipe << " " << over << "\n" << t;
     }
   }
+  // A sequence more than 5% off its parts gets an interpretation line, with the direction.
+  for (const auto& s : sums) {
+    const double off = s.sequence_layer_ms / s.layer_ms - 1;
+    const std::string line = fmt::format("{} ({}) timed as one sequence per linear layer takes {:+.0f}%", s.recipe,
+                                         bench::to_string(s.mode), 100.0 * off);
+    EXPECT_EQ(has(t, line), std::fabs(off) > 0.05) << line << "\n" << t;
+  }
   r.sequences.clear();  // a prediction, or --no-sequences: no such table
   EXPECT_FALSE(has(render_terminal(r), "timed as one sequence"));
 }
