@@ -251,7 +251,8 @@ json to_json(const BenchResult& result) {
     memory.push_back({{"recipe", m.recipe},
                       {"operand_bytes", m.operand_bytes},
                       {"saved_bytes", m.saved_bytes},
-                      {"peak_bytes", m.peak_bytes}});
+                      {"peak_bytes", m.peak_bytes},
+                      {"measured_bytes", m.measured_bytes > 0 ? json(m.measured_bytes) : json(nullptr)}});
   json asym = json::array();
   for (const Asymmetry& a : fprop_dgrad_asymmetry(result))
     asym.push_back({{"layer", a.layer},
@@ -341,8 +342,14 @@ BenchResult result_from_json(const json& j) {
       const json& m = j["memory"][i];
       const std::string w = fmt::format("memory[{}]", i);
       if (!m.is_object()) throw std::invalid_argument(w + ": expected an object");
-      r.memory.push_back({get_string(m, "recipe", w), get_int(m, "operand_bytes", w),
-                          get_int(m, "saved_bytes", w), get_int(m, "peak_bytes", w)});
+      MemoryUsage u{get_string(m, "recipe", w), get_int(m, "operand_bytes", w), get_int(m, "saved_bytes", w),
+                    get_int(m, "peak_bytes", w)};
+      if (m.contains("measured_bytes") && !m["measured_bytes"].is_null()) {
+        u.measured_bytes = get_int(m, "measured_bytes", w);
+        if (u.measured_bytes < 0)
+          throw std::invalid_argument(fmt::format("{}.measured_bytes: {} must not be negative", w, u.measured_bytes));
+      }
+      r.memory.push_back(u);
     }
   }
   if (j.contains("sequences")) {

@@ -11,7 +11,7 @@
 #include "layer_runner.hpp"
 #include "nibble/bench/row_from_gemm.hpp"
 #include "nibble/cuda/check.hpp"
-#include "nibble/cuda/memory.hpp"
+#include "nibble/predict/operand_memory.hpp"
 #include "nibble/engine/timing.hpp"
 #include "nibble/predict.hpp"
 
@@ -75,6 +75,13 @@ std::vector<LinearLayer> linear_layers(const workload::Workload& w) {
 }
 
 // Throws OutOfMemory, before anything is allocated, when `need` bytes exceed the GPU's free memory.
+// Free device memory now (cudaMemGetInfo).
+int64_t free_device_bytes() {
+  size_t free_b = 0, total_b = 0;
+  NIBBLE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  return static_cast<int64_t>(free_b);
+}
+
 void refuse_unless_it_fits(const std::string& what, int64_t need) {
   size_t free_b = 0, total_b = 0;
   NIBBLE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
@@ -150,17 +157,23 @@ bench::BenchResult run_bench(const workload::Workload& workload, const EngineOpt
   }
 
   const auto layers = linear_layers(workload);
+  // Per recipe, the most device memory one block linear layer held: its BF16 sources plus the runner's
+  // buffers (quantized operands, emulation buffers, GEMM output), measured after preparing it.
+  std::map<std::string, int64_t> measured_bytes;
   const double total_steps = static_cast<double>(layers.size() * options.recipes.size());
   double done = 0;
   for (const auto& layer : layers) {
     const auto& s = layer.shape;
     std::vector<DeviceBuffer> src;
     LayerSources sources;
+    int64_t sources_bytes = 0;  // measured: what allocating the BF16 sources took from the free memory
     try {
       refuse_unless_it_fits(layer.name + "'s BF16 sources X, W, dY", (s.t * s.i + s.o * s.i + s.t * s.o) * 2);
+      const int64_t free_before_sources = free_device_bytes();
       src.emplace_back(s.t * s.i * 2, "X");
       src.emplace_back(s.o * s.i * 2, "W");
       src.emplace_back(s.t * s.o * 2, "dY");
+      sources_bytes = free_before_sources - free_device_bytes();
       fill_random_bf16(src[0].as<uint16_t>(), s.t * s.i, 1, 1.0f, stream);
       fill_random_bf16(src[1].as<uint16_t>(), s.o * s.i, 2, 0.02f, stream);
       fill_random_bf16(src[2].as<uint16_t>(), s.t * s.o, 3, 1e-3f, stream);
@@ -191,12 +204,17 @@ bench::BenchResult run_bench(const workload::Workload& workload, const EngineOpt
         try {
           // The quantized operands (codes, scales, transposed copies) are the least the runner
           // allocates: refuse the rows before allocating when they cannot fit.
-          const auto lm = cuda::linear_layer_memory(run_recipe, s.t, s.i, s.o);
+          const auto lm = predict::linear_layer_memory(run_recipe, s.t, s.i, s.o);
           refuse_unless_it_fits(layer.name + "'s " + run_recipe + " operands",
                                 lm.activation.bytes.total() + lm.weight.bytes.total() + lm.gradient.bytes.total());
+          const int64_t free_before_runner = free_device_bytes();
           runner = make_layer_runner(run_recipe, s, sources, rs, stream);
           runner->prepare(stream);
           NIBBLE_CUDA_CHECK(cudaStreamSynchronize(stream));
+          if (!high_precision_layer) {
+            int64_t& m = measured_bytes[recipe];
+            m = std::max(m, sources_bytes + free_before_runner - free_device_bytes());
+          }
         } catch (const std::exception& e) {
           setup_error = e.what();
           runner.reset();
@@ -261,18 +279,12 @@ bench::BenchResult run_bench(const workload::Workload& workload, const EngineOpt
       if (options.progress) options.progress(done / total_steps, layer.name + " " + recipe);
     }
   }
-  // Memory per recipe, from the accounting of the layer shapes (one transformer block).
+  // Memory per recipe: the model a prediction reports too, from the rows and the paths they ran, next to
+  // what the device held for the largest layer.
   for (const auto& recipe : options.recipes) {
-    bench::MemoryUsage mu;
-    mu.recipe = recipe;
     try {
-      for (const auto& layer : layers) {
-        if (layer.name == "lm_head") continue;
-        const auto m = cuda::linear_layer_memory(recipe, layer.shape.t, layer.shape.i, layer.shape.o);
-        mu.operand_bytes += m.activation.bytes.total() + m.weight.bytes.total() + m.gradient.bytes.total();
-        mu.saved_bytes += m.saved_for_backward;
-      }
-      mu.peak_bytes = mu.operand_bytes;
+      bench::MemoryUsage mu = predict::recipe_memory(recipe, result.rows);
+      mu.measured_bytes = measured_bytes[recipe];
       result.memory.push_back(mu);
     } catch (const std::exception& e) {
       result.notes.push_back("memory accounting of " + recipe + " not available: " + e.what());

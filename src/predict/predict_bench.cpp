@@ -1,7 +1,7 @@
 // The benchmark a named GPU would produce, from the performance model.
-#include "memory_model.hpp"
 #include "nibble/bench/aggregate.hpp"
 #include "nibble/bench/row_from_gemm.hpp"
+#include "nibble/predict/operand_memory.hpp"
 #include "nibble/predict.hpp"
 
 #include <fmt/format.h>
@@ -57,7 +57,7 @@ bench::BenchResult predict_bench(const workload::Workload& w, const std::vector<
         out.rows.push_back(std::move(row));
       }
   bench::fill_bounds(out);
-  for (const std::string& recipe : recipes) out.memory.push_back(modelled_memory(recipe, out.rows, gpu));
+  for (const std::string& recipe : recipes) out.memory.push_back(recipe_memory(recipe, out.rows));
   return out;
 }
 

@@ -1,6 +1,5 @@
 // Which tensor-core path each recipe takes on a GPU (SPEC section 4), and the bytes its
 // quantization moves per GEMM.
-#include "memory_model.hpp"
 #include "nibble/predict.hpp"
 
 #include <fmt/format.h>
@@ -43,30 +42,6 @@ double tensor_bytes(std::string_view recipe, double elements, int copies, const 
 }
 
 }  // namespace
-
-bench::MemoryUsage modelled_memory(const std::string& recipe, const std::vector<bench::Row>& rows,
-                                   const GpuSpec& gpu) {
-  const Encoding e = encoding_of(recipe);
-  const bool bf16 = recipe == "bf16";
-  const bool decoded = !is_blackwell(gpu) && (recipe == "mxfp8" || recipe == "nvfp4");
-  auto operand = [&](double elements) {
-    if (bf16) return elements * 2;
-    return elements * (e.copies * (e.element + e.scale) + (decoded ? 2 : 0));
-  };
-  double saved = 0, largest = 0;
-  for (const auto& r : rows) {
-    if (r.pass != "fprop" || r.per_model || r.recipe != recipe) continue;
-    const double x = double(r.m) * double(r.k), w = double(r.k) * double(r.n);
-    saved += operand(x) * double(r.count);  // the activation copy the wgrad GEMM consumes
-    largest = std::max(largest, operand(x) + operand(w) + double(r.m) * double(r.n) * 2);
-  }
-  bench::MemoryUsage m;
-  m.recipe = recipe;
-  m.operand_bytes = static_cast<int64_t>(largest);
-  m.saved_bytes = static_cast<int64_t>(saved);
-  m.peak_bytes = static_cast<int64_t>(largest + saved);
-  return m;
-}
 
 std::vector<std::string> known_recipes() {
   return {"bf16", "fp8-delayed", "fp8-current", "fp8-block", "mxfp8", "nvfp4", "mxfp4", "quartet"};

@@ -143,12 +143,14 @@ std::string to_html(const BenchResult& r) {
   out += "<h2>Summary per layer</h2>\n" + summary_rows(sums);
   out += "<h2>Charts</h2>\n" + charts(r, sums);
   if (!r.memory.empty()) {
-    out += "<h2>Memory per recipe (one layer)</h2>\n<table><tr><th class=l>recipe</th><th>operands</th>"
-           "<th>saved for backward</th><th>peak</th></tr>\n";
+    out += "<h2>Memory per recipe (one transformer block)</h2>\n<table><tr><th class=l>recipe</th>"
+           "<th>operands (largest layer)</th><th>saved for backward</th><th>peak (modelled)</th>"
+           "<th>measured (largest layer, with BF16 sources and output)</th></tr>\n";
     for (const auto& m : r.memory)
-      out += fmt::format("<tr><td class=l>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n", escape(m.recipe),
-                         bytes_text(double(m.operand_bytes)), bytes_text(double(m.saved_bytes)),
-                         bytes_text(double(m.peak_bytes)));
+      out += fmt::format("<tr><td class=l>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                         escape(m.recipe), bytes_text(double(m.operand_bytes)), bytes_text(double(m.saved_bytes)),
+                         bytes_text(double(m.peak_bytes)),
+                         m.measured_bytes > 0 ? bytes_text(double(m.measured_bytes)) : "-");
     out += "</table>\n";
   }
   out += "<h2>Every GEMM</h2>\n" + gemm_rows(r);

@@ -127,11 +127,19 @@ std::string overhead_and_asymmetry(const std::vector<RecipeSummary>& sums, const
                          std::isfinite(a.dgrad_over_fprop) ? fmt::format("{:.2f}", a.dgrad_over_fprop) : "-");
   }
   if (!r.memory.empty()) {
-    out += "\nmemory per recipe (one layer)\n";
-    out += fmt::format("  {:<13}{:>14}{:>18}{:>14}\n", "recipe", "operands", "saved for bwd", "peak");
+    const bool measured = std::any_of(r.memory.begin(), r.memory.end(), [](const auto& m) { return m.measured_bytes > 0; });
+    out += "\nmemory per recipe (one transformer block; modelled, the same model as a prediction)\n";
+    out += fmt::format("  {:<13}{:>14}{:>18}{:>14}{}\n", "recipe", "operands", "saved for bwd", "peak",
+                       measured ? fmt::format("{:>16}", "measured") : "");
     for (const auto& m : r.memory)
-      out += fmt::format("  {:<13}{:>14}{:>18}{:>14}\n", m.recipe, bytes_text(double(m.operand_bytes)),
-                         bytes_text(double(m.saved_bytes)), bytes_text(double(m.peak_bytes)));
+      out += fmt::format("  {:<13}{:>14}{:>18}{:>14}{}\n", m.recipe, bytes_text(double(m.operand_bytes)),
+                         bytes_text(double(m.saved_bytes)), bytes_text(double(m.peak_bytes)),
+                         measured ? fmt::format("{:>16}", m.measured_bytes > 0 ? bytes_text(double(m.measured_bytes)) : "-")
+                                  : "");
+    out += "(operands: the largest linear layer's, all copies and emulation buffers; peak: what every layer saves for "
+           "backward + the largest layer's other operands";
+    out += measured ? "; measured: device memory the largest layer held, BF16 sources and GEMM output included)\n"
+                    : ")\n";
   }
   return out;
 }

@@ -190,9 +190,11 @@ TEST(Aggregate, SequenceSumNeedsEveryLayerAndNoFailedRow) {
   for (Row& r : c.rows)
     if (r.layer == "mlp_up" && r.pass == "dgrad" && r.recipe == "quartet" && r.mode == Mode::step) r.error = "oom";
   EXPECT_TRUE(std::isnan(find_summary(summarize(c), "quartet", Mode::step)->sequence_layer_ms));
-  for (const SequenceTiming& q : c.sequences)
-    if (q.layer == "mlp_up" && q.recipe == "quartet" && q.mode == Mode::step)
+  for (const SequenceTiming& q : c.sequences) {
+    if (q.layer == "mlp_up" && q.recipe == "quartet" && q.mode == Mode::step) {
       EXPECT_TRUE(std::isnan(sequence_parts_ms(c, q)));
+    }
+  }
 }
 
 TEST(Aggregate, LayersOfOneNameAreToldApartByShape) {

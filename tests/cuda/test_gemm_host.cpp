@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "nibble/cuda/gemm.hpp"
-#include "nibble/cuda/memory.hpp"
 #include "nibble/cuda/scale_layout.hpp"
 #include "test_seed.hpp"
 
@@ -189,52 +188,3 @@ TEST(GemmValidate, ExecutionPathIsWhatTheCallerDidCheckedAgainstWhatRan) {
   EXPECT_EQ(nc::resolve_execution_path(bf16(256, 256), bf16(256, 256), o), nc::ExecutionPath::emulated_exact_bf16);
 }
 
-TEST(MemoryAccounting, MatchesHandCountsOnARandomShape) {
-  auto rng = fresh_rng();
-  const int64_t t = 128 * (1 + rng() % 64), i = 128 * (1 + rng() % 32), o = 128 * (1 + rng() % 32);
-  const int64_t nx = t * i, nw = o * i;
-
-  const auto bf = nc::linear_layer_memory("bf16", t, i, o);
-  EXPECT_EQ(bf.activation.bytes.total(), 2 * nx);
-  EXPECT_DOUBLE_EQ(bf.activation.ratio_vs_bf16(), 1.0);
-  EXPECT_EQ(bf.saved_for_backward, bf.bf16_saved_for_backward);
-
-  const auto cur = nc::operand_memory("fp8-current", nc::TensorRole::activation, t, i);
-  EXPECT_EQ(cur.bytes.total(), 2 * nx + 4);  // row-wise and transposed copies + one scale
-  EXPECT_EQ(cur.saved_for_backward, nx);     // wgrad reads only the transposed copy
-  const auto del = nc::operand_memory("fp8-delayed", nc::TensorRole::weight, o, i);
-  EXPECT_EQ(del.bytes.scales, 4 + 4 * 1024);
-
-  const auto blk = nc::operand_memory("fp8-block", nc::TensorRole::weight, o, i);
-  EXPECT_EQ(blk.bytes.scales, 4 * (o / 128) * sl::round_up(i / 128, 4));
-  const auto blk_x = nc::operand_memory("fp8-block", nc::TensorRole::activation, t, i);
-  EXPECT_EQ(blk_x.bytes.scales, 4 * (i / 128) * t);
-  EXPECT_EQ(blk_x.bytes.transposed_scales, 4 * (t / 128) * i);
-
-  const auto mx4 = nc::operand_memory("mxfp4", nc::TensorRole::activation, t, i);
-  EXPECT_EQ(mx4.bytes.codes, nx / 2);
-  EXPECT_EQ(mx4.bytes.scales, nx / 32);
-
-  const auto q = nc::linear_layer_memory("quartet", t, i, o);
-  EXPECT_EQ(q.activation.bytes.masks, nx / 8);
-  EXPECT_EQ(q.weight.bytes.masks, nw / 8);
-  EXPECT_EQ(q.activation.bytes.transposed_codes, 0);
-  EXPECT_EQ(q.saved_for_backward, (nx / 2 + nx / 32 + nx / 8) + (nw / 2 + nw / 32 + nw / 8));
-  EXPECT_LT(q.saved_for_backward, bf.saved_for_backward / 3);  // ~0.33 of BF16
-  EXPECT_EQ(q.gradient.saved_for_backward, 0);
-
-  const auto nv = nc::operand_memory("nvfp4", nc::TensorRole::gradient, t, o);
-  EXPECT_EQ(nv.bytes.scales, t * o / 16 + 4);
-}
-
-TEST(MemoryAccounting, RejectsUnknownRecipesAndListsTheKnownOnes) {
-  try {
-    (void)nc::operand_memory("fp6", nc::TensorRole::weight, 128, 128);
-    ADD_FAILURE() << "accepted recipe fp6";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("quartet"), std::string::npos) << e.what();
-  }
-  EXPECT_THROW((void)nc::operand_memory("bf16", nc::TensorRole::weight, 0, 128), std::invalid_argument);
-  EXPECT_EQ(nc::memory_recipes().size(), 8u);
-  for (auto r : nc::memory_recipes()) EXPECT_NO_THROW((void)nc::linear_layer_memory(r, 15872, 4096, 12288));
-}

@@ -113,11 +113,16 @@ struct LinearShape {
 LinearShape linear_shape(const Row& row);
 
 // Memory a recipe needs for one layer's linear GEMMs.
+// Modelled the same way for a measurement and a prediction (predict::recipe_memory); a measurement
+// adds what the device actually held.
 struct MemoryUsage {
   std::string recipe;
-  int64_t operand_bytes = 0;  // quantized operands (values + scales) alive during the GEMMs
-  int64_t saved_bytes = 0;    // tensors saved for backward (quantized copies, masks)
-  int64_t peak_bytes = 0;     // device peak observed (measured) or modelled (predicted)
+  int64_t operand_bytes = 0;  // the largest linear layer's quantized operands, all copies and emulation buffers
+  int64_t saved_bytes = 0;    // copies kept from fprop for backward, over the block's linear layers
+  int64_t peak_bytes = 0;     // modelled: saved_bytes + the largest layer's operands that are not saved
+  // Measured (0 = not measured): device memory in use (cudaMemGetInfo) while the largest linear layer's
+  // BF16 sources and this recipe's quantized operands, emulation buffers and GEMM output were allocated.
+  int64_t measured_bytes = 0;
 };
 
 struct BenchResult {

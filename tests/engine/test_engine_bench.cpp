@@ -1,9 +1,11 @@
-// The engine's sequence timing on the GPU (skips without one): every linear layer whose rows all ran
-// is also timed as one sequence, matched to its rows by name and shape (an MoE block has two layers
-// named mlp_up), and the summary sums them. Times are only checked for plausibility of what ran (a
-// sequence that skipped its GEMMs would be a small fraction of its parts), never against a target.
+// The engine on the GPU (skips without one), on a small MoE block. Sequence timing: every linear layer
+// whose rows all ran is also timed as one sequence, matched to its rows by name and shape (an MoE
+// block has two layers named mlp_up), and the summary sums them; times are only checked for
+// plausibility of what ran (a sequence that skipped its GEMMs would be a small fraction of its parts),
+// never against a target. Memory: what the device held for a layer brackets the modelled operands.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "gpu_test_support.hpp"
@@ -68,6 +70,29 @@ TEST(EngineSequences, EveryLayerTimedAsOneSequenceAndSummed) {
   for (const auto& s : bench::summarize(r)) {
     EXPECT_TRUE(std::isfinite(s.sequence_layer_ms)) << s.recipe << " " << bench::to_string(s.mode);
     EXPECT_TRUE(std::isfinite(s.sequence_speedup_vs_bf16)) << s.recipe;
+  }
+}
+
+TEST(EngineMemory, MeasuredBracketsTheModelledOperands) {
+  NIBBLE_REQUIRE_GPU();
+  const auto w = small_moe_block();
+  auto o = options(false);
+  o.modes = {Mode::step};
+  const bench::BenchResult r = run_bench(w, o);
+  // The measurement adds the BF16 sources X, W, dY and the GEMM output buffers (at most two of the
+  // largest of T x O, T x I, I x O in BF16) to the modelled operands, plus allocation rounding.
+  int64_t extra = 0;
+  for (const auto& g : w.gemms) {
+    if (g.pass != "fprop" || g.per_model) continue;
+    const int64_t t = g.m, i = g.k, n = g.n;
+    extra = std::max(extra, 2 * (t * i + n * i + t * n) + 2 * 2 * std::max({t * n, t * i, i * n}));
+  }
+  const int64_t slack = int64_t{48} * (2 << 20);  // up to 2 MiB of rounding for each of at most 48 buffers
+  ASSERT_EQ(r.memory.size(), o.recipes.size());
+  for (const auto& m : r.memory) {
+    EXPECT_GT(m.operand_bytes, 0) << m.recipe;
+    EXPECT_GE(m.measured_bytes, m.operand_bytes) << m.recipe << ": the model counts buffers the runner does not hold";
+    EXPECT_LE(m.measured_bytes, m.operand_bytes + extra + slack) << m.recipe << ": the model misses buffers";
   }
 }
 

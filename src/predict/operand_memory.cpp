@@ -1,20 +1,23 @@
 // Bytes per operand and per saved-for-backward tensor for each recipe (SPEC section 2). Block-scaled
 // FP8 counts the padded buffers cuBLASLt reads (scale_layout.hpp); MX and NV formats count one scale
 // byte per block without the 128x4 tile padding (their Hopper GEMMs re-encode or decode anyway).
+#include <algorithm>
 #include <array>
 #include <stdexcept>
 #include <string>
 
-#include "nibble/cuda/memory.hpp"
+#include "nibble/predict/operand_memory.hpp"
 #include "nibble/cuda/scale_layout.hpp"
 
-namespace nibble::cuda {
+namespace nibble::predict {
 namespace {
 
 constexpr std::array<std::string_view, 8> kRecipes = {"bf16",  "fp8-delayed", "fp8-current", "fp8-block",
                                                       "mxfp8", "nvfp4",       "mxfp4",       "quartet"};
 constexpr int64_t kAmaxHistory = 1024;  // fp8-delayed default window, FP32 each
 
+namespace scale_layout = cuda::scale_layout;
+using cuda::ScaleMode;
 using scale_layout::ceil_div;
 
 int64_t fp4_bytes(int64_t n) { return ceil_div(n, 2); }
@@ -55,17 +58,15 @@ TensorBytes bytes_for(std::string_view recipe, TensorRole role, int64_t rows, in
     b.transposed_codes = fp4_bytes(n);
     b.transposed_scales = block_scale_bytes(cols, rows, 32);
   } else if (recipe == "quartet") {
+    // Every operand has a copy along each GEMM's inner dimension: dY quantized twice in backward
+    // (along O for dgrad, along T for wgrad); X and W keep their forward copy and 1-bit trust masks,
+    // and backward re-rotates and re-quantizes them along the other dimension (a transient copy,
+    // not saved: see saved_bytes).
     b.codes = fp4_bytes(n);
     b.scales = block_scale_bytes(rows, cols, 32);
-    if (role == TensorRole::gradient) {
-      // dY is quantized twice in backward (along O for dgrad, along T for wgrad), never saved.
-      b.transposed_codes = fp4_bytes(n);
-      b.transposed_scales = block_scale_bytes(cols, rows, 32);
-    } else {
-      // Forward keeps Xq / Wq and the 1-bit trust masks; backward re-rotates and re-quantizes from
-      // them, so no transposed copy is stored.
-      b.masks = ceil_div(n, 8);
-    }
+    b.transposed_codes = fp4_bytes(n);
+    b.transposed_scales = block_scale_bytes(cols, rows, 32);
+    if (role != TensorRole::gradient) b.masks = ceil_div(n, 8);
   }
   return b;
 }
@@ -130,4 +131,39 @@ LinearLayerMemory linear_layer_memory(std::string_view recipe, int64_t tokens, i
   return l;
 }
 
-}  // namespace nibble::cuda
+int64_t emulation_bytes(std::string_view recipe, std::string_view path, int64_t rows, int64_t cols) {
+  if (path.empty() || path == bench::path::native) return 0;
+  const int64_t n = rows * cols;
+  if (recipe == "mxfp8" || recipe == "nvfp4") return 2 * (2 * n);  // BF16 decodings of both copies
+  if (recipe == "mxfp4" || recipe == "quartet") return 2 * n + 4 * (rows + cols);  // E4M3 + row scales
+  return 0;
+}
+
+bench::MemoryUsage recipe_memory(const std::string& recipe, const std::vector<bench::Row>& rows) {
+  bench::MemoryUsage m;
+  m.recipe = recipe;
+  // Every mode runs the same layers: count the rows of one (the first this recipe has).
+  auto first = std::find_if(rows.begin(), rows.end(), [&](const bench::Row& r) { return r.recipe == recipe; });
+  if (first == rows.end()) return m;
+  const bench::Mode mode = first->mode;
+  int64_t largest = 0, largest_unsaved = 0;
+  for (const bench::Row& r : rows) {
+    if (r.recipe != recipe || r.mode != mode || r.pass != "fprop" || r.per_model || !r.ok()) continue;
+    const int64_t t = r.m, i = r.k, o = r.n;
+    const LinearLayerMemory l = linear_layer_memory(recipe, t, i, o);
+    const std::string_view path = r.path == bench::path::predicted ? r.predicted_path : r.path;
+    const int64_t operands = l.activation.bytes.total() + l.weight.bytes.total() + l.gradient.bytes.total() +
+                             emulation_bytes(recipe, path, t, i) + emulation_bytes(recipe, path, o, i) +
+                             emulation_bytes(recipe, path, t, o);
+    m.saved_bytes += l.saved_for_backward * r.count;
+    if (operands > largest) {
+      largest = operands;
+      largest_unsaved = operands - l.saved_for_backward;
+    }
+  }
+  m.operand_bytes = largest;
+  m.peak_bytes = m.saved_bytes + largest_unsaved;
+  return m;
+}
+
+}  // namespace nibble::predict

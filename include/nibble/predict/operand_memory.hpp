@@ -1,8 +1,8 @@
-// Memory accounting per recipe: bytes a quantized operand holds (codes, scales, masks, and the
-// transposed copy the backward GEMMs read on Hopper) and bytes each linear layer keeps between its
-// forward and backward pass, next to BF16. Host-only arithmetic, no CUDA calls; recipe names are
-// strings ("bf16", "fp8-delayed", "fp8-current", "fp8-block", "mxfp8", "nvfp4", "mxfp4", "quartet")
-// so the benchmark can pass what the user typed without depending on the quantization library.
+// Memory accounting per recipe: bytes a quantized operand holds (codes, scales, masks, and the copy
+// along the other dimension that a backward GEMM reads) and bytes each linear layer keeps between its
+// forward and backward pass, next to BF16; and, from a benchmark's rows, a recipe's memory for one
+// transformer block (`recipe_memory`), which the measured and the predicted `nibble bench` both report.
+// Host-only arithmetic, no CUDA calls; recipe names are strings as users type them.
 //
 // Shapes follow the forward GEMM: an operand is [rows, cols] with cols the fprop inner dimension
 // (activation X [T, I], weight W [O, I], gradient dY [T, O]). The "transposed copy" is [cols, rows],
@@ -12,8 +12,11 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
-namespace nibble::cuda {
+#include "nibble/bench/result.hpp"
+
+namespace nibble::predict {
 
 enum class TensorRole : uint8_t { activation, weight, gradient };
 std::string_view to_string(TensorRole role);
@@ -54,4 +57,18 @@ LinearLayerMemory linear_layer_memory(std::string_view recipe, int64_t tokens, i
 // The recipe names this accounting knows, in SPEC order.
 std::span<const std::string_view> memory_recipes();
 
-}  // namespace nibble::cuda
+// Buffers an emulated execution path adds to one operand of [rows, cols] (both copies): the exact E4M3
+// re-encodings with one FP32 scale per row (mxfp4, quartet on Hopper) or the exact BF16 decodings
+// (mxfp8, nvfp4 on Hopper). 0 for a native path.
+int64_t emulation_bytes(std::string_view recipe, std::string_view path, int64_t rows, int64_t cols);
+
+// One transformer block's memory for `recipe`, from the fprop rows of its block linear layers in one
+// mode (T = m, I = k, O = n; other recipes, failed rows and once-per-model layers are skipped) and
+// the execution path each ran or would run (`predicted_path` of a prediction):
+//   operand_bytes = the largest linear layer's X, W and dY operands, all copies, emulation buffers included;
+//   saved_bytes   = the copies every linear layer keeps from fprop for backward (count-weighted);
+//   peak_bytes    = saved_bytes + the largest layer's operands that are not saved (its backward step).
+// measured_bytes stays 0: only the engine measures.
+bench::MemoryUsage recipe_memory(const std::string& recipe, const std::vector<bench::Row>& rows);
+
+}  // namespace nibble::predict
