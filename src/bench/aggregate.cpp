@@ -41,9 +41,10 @@ double sequence_sum(const BenchResult& result, const std::string& recipe, Mode m
     }
   if (layers.empty()) return kNaN;
   double sum = 0;
-  for (const auto& [layer, t, i, o] : layers) {
+  for (const auto& key : layers) {
+    // (No structured bindings here: clang 14, which builds the fuzz targets, cannot capture them.)
     auto it = std::find_if(result.sequences.begin(), result.sequences.end(), [&](const SequenceTiming& q) {
-      return q.layer == layer && q.t == t && q.i == i && q.o == o && q.recipe == recipe && q.mode == mode;
+      return std::tie(q.layer, q.t, q.i, q.o) == key && q.recipe == recipe && q.mode == mode;
     });
     if (it == result.sequences.end() || !(it->timing.median_ms > 0)) return kNaN;
     sum += it->timing.median_ms * static_cast<double>(it->count);
