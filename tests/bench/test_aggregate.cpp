@@ -217,7 +217,8 @@ TEST(Aggregate, LayersOfOneNameAreToldApartByShape) {
       if (r.recipe == q.recipe && linear_shape(r) == LinearShape{q.t, q.i, q.o}) parts += r.total_ms;
     EXPECT_NEAR(sequence_parts_ms(b, q), parts, 1e-12);
   }
-  const RecipeSummary* s = find_summary(summarize(b), "mxfp4", Mode::step);
+  const auto summaries = summarize(b);
+  const RecipeSummary* s = find_summary(summaries, "mxfp4", Mode::step);
   EXPECT_NEAR(s->sequence_layer_ms, sequence_ms(b, "mxfp4", Mode::step), 1e-12);
   // fprop / dgrad pairs stay within one linear layer.
   const auto asym = fprop_dgrad_asymmetry(b);
