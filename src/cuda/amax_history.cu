@@ -14,7 +14,6 @@ constexpr int kUpdateThreads = 256;
 __global__ void __launch_bounds__(kUpdateThreads)
     update_fp8_delayed_scale_kernel(float* history, int window, int next_slot, float* scale, float* scale_inv,
                                     float fmax, int margin) {
-  __shared__ uint32_t warp_part[kUpdateThreads / 32];
   uint32_t m = 0;
   for (int i = threadIdx.x; i < window; i += kUpdateThreads) {
     // Non-finite amaxes count as 0 (as in quant::AmaxHistory): one NaN step must not
@@ -22,15 +21,13 @@ __global__ void __launch_bounds__(kUpdateThreads)
     const uint32_t b = quant::abs_bits(history[i]);
     if (b < 0x7f800000u) m = quant::amax_combine_bits(m, b);
   }
-  m = fp8_tile::group_max<5>(m);
-  if ((threadIdx.x & 31) == 0) warp_part[threadIdx.x >> 5] = m;
-  __syncthreads();
+  m = block::max_in_thread0<kUpdateThreads>(m);  // amax_combine_bits is the unsigned maximum
   if (threadIdx.x == 0) {
-    for (int w = 1; w < kUpdateThreads / 32; ++w) m = quant::amax_combine_bits(m, warp_part[w]);
     const float s = quant::per_tensor_encode_scale(fmax, quant::amax_from_bits(m), margin);
     *scale = s;
     *scale_inv = quant::per_tensor_decode_scale(s);
-    // Everyone has read the window (the barrier above), so the slot step + 1 records into can go.
+    // Everyone has read the window (the reduction waited for every warp), so the slot step + 1 records
+    // into can go.
     history[next_slot] = 0.0f;
   }
 }

@@ -21,8 +21,8 @@ namespace tile = fp8_tile;
 // NaN is above inf either way, so the order of the max is unchanged.
 __device__ __forceinline__ uint32_t canonical_amax_bits(uint32_t b) { return b > 0x7f800000u ? 0x7fc00000u : b; }
 
-__device__ __forceinline__ void record_block_amax(tile::Smem& s, uint32_t mine, float* amax_record) {
-  const uint32_t m = tile::block_max(s, mine);
+__device__ __forceinline__ void record_block_amax(uint32_t mine, float* amax_record) {
+  const uint32_t m = tile::block_max(mine);
   if (threadIdx.x == 0 && amax_record != nullptr) {
     atomicMax(reinterpret_cast<unsigned int*>(amax_record), canonical_amax_bits(m));
   }
@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(tile::kThreads)
   const tile::TileCoord t = tile::block_tile(out.colwise != nullptr);
   const int64_t row0 = t.tr * tile::kTile, col0 = t.tc * tile::kTile;
   const uint32_t am = cast_transpose_tile<F, kSr>(s, x, rows, cols, row0, col0, scale, out, sr);
-  if (amax_record != nullptr) record_block_amax(s, am, amax_record);
+  if (amax_record != nullptr) record_block_amax(am, amax_record);
 }
 
 // amax pass: 4 independent 16-byte loads in flight per thread, one atomic per block.
@@ -126,14 +126,8 @@ __device__ __forceinline__ uint32_t amax_grid_stride(const uint4* __restrict__ x
 }
 
 __device__ __forceinline__ void block_amax_atomic(uint32_t m, float* amax) {
-  __shared__ uint32_t warp_part[kAmaxThreads / 32];
-  m = tile::group_max<5>(m);
-  if ((threadIdx.x & 31) == 0) warp_part[threadIdx.x >> 5] = m;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < kAmaxThreads / 32; ++w) m = max(m, warp_part[w]);
-    atomicMax(reinterpret_cast<unsigned int*>(amax), canonical_amax_bits(m));
-  }
+  m = block::max_in_thread0<kAmaxThreads>(m);
+  if (threadIdx.x == 0) atomicMax(reinterpret_cast<unsigned int*>(amax), canonical_amax_bits(m));
 }
 
 __global__ void __launch_bounds__(kAmaxThreads) amax_bf16_kernel(const uint4* __restrict__ x, int64_t nvec, float* amax) {
@@ -155,7 +149,7 @@ __global__ void __launch_bounds__(tile::kThreads)
   const int64_t nvec = rows * cols / 8;
   const uint32_t m = amax_grid_stride(reinterpret_cast<const uint4*>(x), nvec, grid.thread_rank(), grid.size());
   {
-    const uint32_t b = tile::block_max(s, m);
+    const uint32_t b = tile::block_max(m);
     if (threadIdx.x == 0) atomicMax(reinterpret_cast<unsigned int*>(sc.amax), canonical_amax_bits(b));
   }
   grid.sync();

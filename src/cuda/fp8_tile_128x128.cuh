@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "bf16x2_amax.cuh"
+#include "block_reduce.cuh"
 #include "nibble/cuda/fp8_hw_convert_math.hpp"
 #include "nibble/format.hpp"
 #include "nibble/quant/element_codecs.hpp"
@@ -33,7 +34,6 @@ inline constexpr int kColPasses = 2;       // column phase: 8 warps x 4 words x 
 
 struct Smem {
   alignas(16) uint32_t x[kTile][kWords];  // swizzled: word q of row r sits at x[r][slot(r, q)]
-  uint32_t warp_part[kThreads / 32];
 };
 
 // Multiples of 4 words keep 16-byte groups intact. The bank quad is ((r >> 3) & 7) ^ ((r >> 6) & 1):
@@ -263,16 +263,7 @@ __device__ __forceinline__ uint32_t group_max2(uint32_t v) {
   return v;
 }
 
-// Max over the block (every thread must call it); the result is valid in thread 0.
-__device__ __forceinline__ uint32_t block_max(Smem& s, uint32_t v) {
-  v = group_max<5>(v);
-  if ((threadIdx.x & 31) == 0) s.warp_part[threadIdx.x >> 5] = v;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-#pragma unroll
-    for (int w = 1; w < kThreads / 32; ++w) v = max(v, s.warp_part[w]);
-  }
-  return v;
-}
+// Max over the block (every thread must call it, once per kernel); the result is valid in thread 0.
+__device__ __forceinline__ uint32_t block_max(uint32_t v) { return block::max_in_thread0<kThreads>(v); }
 
 }  // namespace nibble::cuda::fp8_tile

@@ -58,7 +58,7 @@ __global__ void __launch_bounds__(tile::kThreads)
     uint32_t m = am[0];
 #pragma unroll
     for (int k = 1; k < tile::kRowsPerThread; ++k) m = max(m, am[k]);
-    m = tile::block_max(s, m);
+    m = tile::block_max(m);
     if (threadIdx.x == 0) {
       tile_amax = m;
       const float dec = block_scale(m).dec;

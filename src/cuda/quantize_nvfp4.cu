@@ -24,6 +24,7 @@
 #include <string>
 #include <type_traits>
 
+#include "block_reduce.cuh"
 #include "env_knobs.hpp"
 #include "fp4_kernel_io.cuh"
 #include "quartet_fused_group_math.cuh"
@@ -380,7 +381,6 @@ constexpr int kStageBytes = Chunk<In>::kStageWords * 4;  // 32 KB (BF16) or 64 K
 // shared memory) or RegChunk (BF16 in registers).
 template <class C>
 __global__ void __launch_bounds__(kThreads, 4) nvfp4_amax_kernel(const typename C::Elem* __restrict__ x, Params p) {
-  __shared__ uint32_t part[2][kThreads / 32];
   extern __shared__ uint32_t stage[];
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kCtaRows + (warp / 2) * kWarpRows + (lane % 4) * kChunkRows;
@@ -391,21 +391,12 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_amax_kernel(const typename 
   } else {
     c.load(x, row0, col0, p);
   }
-  uint32_t ra = p.row.codes ? row_amax(c, p.row.rht, (lane / 4) % 2) : 0u;
-  uint32_t ca = p.col.codes ? column_amax(c, p.col.rht) : 0u;
-  ra = __reduce_max_sync(0xffffffffu, ra);
-  ca = __reduce_max_sync(0xffffffffu, ca);
-  if (lane == 0) {
-    part[0][warp] = ra;
-    part[1][warp] = ca;
-  }
-  __syncthreads();
-  if (threadIdx.x < 2) {
-    uint32_t m = 0;
-#pragma unroll
-    for (int w = 0; w < kThreads / 32; ++w) m = max(m, part[threadIdx.x][w]);
-    uint32_t* dst = threadIdx.x == 0 ? (p.row.codes ? p.row.amax_bits : nullptr) : (p.col.codes ? p.col.amax_bits : nullptr);
-    if (dst) atomicMax(dst, m);
+  const uint32_t ra = p.row.codes ? row_amax(c, p.row.rht, (lane / 4) % 2) : 0u;
+  const uint32_t ca = p.col.codes ? column_amax(c, p.col.rht) : 0u;
+  const block::MaxPair m = block::max_pair_in_thread0<kThreads>({ra, ca});
+  if (threadIdx.x == 0) {
+    if (p.row.codes) atomicMax(p.row.amax_bits, m.a);
+    if (p.col.codes) atomicMax(p.col.amax_bits, m.b);
   }
 }
 
