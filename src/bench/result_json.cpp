@@ -23,6 +23,17 @@ constexpr int kSchemaVersion = 1;
 // NaN is not JSON; "not available" is written as null and read back as NaN.
 json number_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 
+// A Timing under `prefix`: prefix_ms (the median), prefix_p10_ms, prefix_p90_ms, prefix_min_ms,
+// prefix_max_ms, and n_runs.
+void put_timing(json& j, const std::string& prefix, const Timing& t) {
+  j[prefix + "_ms"] = t.median_ms;
+  j[prefix + "_p10_ms"] = t.p10_ms;
+  j[prefix + "_p90_ms"] = t.p90_ms;
+  j[prefix + "_min_ms"] = t.min_ms;
+  j[prefix + "_max_ms"] = t.max_ms;
+  j["n_runs"] = t.n_runs;
+}
+
 json row_json(const Row& r) {
   json j = {{"layer", r.layer},
             {"pass", r.pass},
@@ -34,12 +45,6 @@ json row_json(const Row& r) {
             {"flops", r.flops},
             {"recipe", r.recipe},
             {"mode", std::string(to_string(r.mode))},
-            {"gemm_ms", r.gemm.median_ms},
-            {"gemm_p10_ms", r.gemm.p10_ms},
-            {"gemm_p90_ms", r.gemm.p90_ms},
-            {"gemm_min_ms", r.gemm.min_ms},
-            {"gemm_max_ms", r.gemm.max_ms},
-            {"n_runs", r.gemm.n_runs},
             {"quant_ms", r.quant_ms},
             {"total_ms", r.total_ms},
             {"tflops", r.tflops},
@@ -48,6 +53,7 @@ json row_json(const Row& r) {
             {"quant_bytes", r.quant_bytes},
             {"bound_ms", number_or_null(r.bound_ms)},
             {"error", r.error.empty() ? json(nullptr) : json(r.error)}};
+  put_timing(j, "gemm", r.gemm);
   if (!r.predicted_path.empty()) j["predicted_path"] = r.predicted_path;
   return j;
 }
@@ -81,22 +87,19 @@ json summary_json(const RecipeSummary& s) {
 
 json sequence_json(const BenchResult& result, const SequenceTiming& q) {
   const double parts = sequence_parts_ms(result, q);
-  return {{"layer", q.layer},
-          {"t", q.t},
-          {"i", q.i},
-          {"o", q.o},
-          {"recipe", q.recipe},
-          {"mode", std::string(to_string(q.mode))},
-          {"count", q.count},
-          {"per_model", q.per_model},
-          {"sequence_ms", q.timing.median_ms},
-          {"sequence_p10_ms", q.timing.p10_ms},
-          {"sequence_p90_ms", q.timing.p90_ms},
-          {"sequence_min_ms", q.timing.min_ms},
-          {"sequence_max_ms", q.timing.max_ms},
-          {"n_runs", q.timing.n_runs},
-          {"parts_ms", number_or_null(parts)},
-          {"sequence_over_parts", number_or_null(std::isfinite(parts) && parts > 0 ? q.timing.median_ms / parts : kNaN)}};
+  json j = {{"layer", q.layer},
+            {"t", q.t},
+            {"i", q.i},
+            {"o", q.o},
+            {"recipe", q.recipe},
+            {"mode", std::string(to_string(q.mode))},
+            {"count", q.count},
+            {"per_model", q.per_model},
+            {"parts_ms", number_or_null(parts)},
+            {"sequence_over_parts",
+             number_or_null(std::isfinite(parts) && parts > 0 ? q.timing.median_ms / parts : kNaN)}};
+  put_timing(j, "sequence", q.timing);
+  return j;
 }
 
 // --- reading -------------------------------------------------------------------------------------
@@ -146,6 +149,18 @@ int get_count_or(const json& obj, const char* name, const std::string& where, in
   return static_cast<int>(v);
 }
 
+// The Timing put_timing wrote: the median is required, the spread defaults to it, n_runs to 0.
+Timing get_timing(const json& obj, const std::string& prefix, const std::string& where) {
+  Timing t;
+  t.median_ms = get_number(obj, (prefix + "_ms").c_str(), where);
+  t.p10_ms = get_number_or(obj, (prefix + "_p10_ms").c_str(), where, t.median_ms);
+  t.p90_ms = get_number_or(obj, (prefix + "_p90_ms").c_str(), where, t.median_ms);
+  t.min_ms = get_number_or(obj, (prefix + "_min_ms").c_str(), where, t.median_ms);
+  t.max_ms = get_number_or(obj, (prefix + "_max_ms").c_str(), where, t.median_ms);
+  t.n_runs = get_count_or(obj, "n_runs", where, 0);
+  return t;
+}
+
 int64_t get_int(const json& obj, const char* name, const std::string& where) {
   const json& v = field(obj, name, where);
   if (!v.is_number_integer())
@@ -186,12 +201,7 @@ Row row_from_json(const json& j, const std::string& where) {
     throw std::invalid_argument(fmt::format("{}.{}", where, e.what()));
   }
   r.error = get_string_or(j, "error", where, "");
-  r.gemm.median_ms = get_number(j, "gemm_ms", where);
-  r.gemm.p10_ms = get_number_or(j, "gemm_p10_ms", where, r.gemm.median_ms);
-  r.gemm.p90_ms = get_number_or(j, "gemm_p90_ms", where, r.gemm.median_ms);
-  r.gemm.min_ms = get_number_or(j, "gemm_min_ms", where, r.gemm.median_ms);
-  r.gemm.max_ms = get_number_or(j, "gemm_max_ms", where, r.gemm.median_ms);
-  r.gemm.n_runs = get_count_or(j, "n_runs", where, 0);
+  r.gemm = get_timing(j, "gemm", where);
   r.quant_ms = get_number_or(j, "quant_ms", where, 0);
   r.total_ms = get_number(j, "total_ms", where);
   r.tflops = get_number_or(j, "tflops", where, kNaN);
@@ -228,14 +238,9 @@ SequenceTiming sequence_from_json(const json& j, const std::string& where) {
   q.count = get_int(j, "count", where);
   if (q.count <= 0) throw std::invalid_argument(fmt::format("{}.count: {} must be positive", where, q.count));
   q.per_model = get_per_model(j, where, q.layer);
-  q.timing.median_ms = get_number(j, "sequence_ms", where);
+  q.timing = get_timing(j, "sequence", where);
   if (!(q.timing.median_ms > 0 && std::isfinite(q.timing.median_ms)))
     throw std::invalid_argument(fmt::format("{}.sequence_ms: {} is not a time", where, j["sequence_ms"].dump()));
-  q.timing.p10_ms = get_number_or(j, "sequence_p10_ms", where, q.timing.median_ms);
-  q.timing.p90_ms = get_number_or(j, "sequence_p90_ms", where, q.timing.median_ms);
-  q.timing.min_ms = get_number_or(j, "sequence_min_ms", where, q.timing.median_ms);
-  q.timing.max_ms = get_number_or(j, "sequence_max_ms", where, q.timing.median_ms);
-  q.timing.n_runs = get_count_or(j, "n_runs", where, 0);
   return q;
 }
 
