@@ -145,7 +145,7 @@ std::string to_html(const BenchResult& r) {
   if (!r.memory.empty()) {
     out += "<h2>Memory per recipe (one transformer block)</h2>\n<table><tr><th class=l>recipe</th>"
            "<th>operands (largest layer)</th><th>saved for backward</th><th>peak (modelled)</th>"
-           "<th>measured (largest layer, with BF16 sources and output)</th></tr>\n";
+           "<th>measured (the most one linear layer held, with BF16 sources and output)</th></tr>\n";
     for (const auto& m : r.memory)
       out += fmt::format("<tr><td class=l>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
                          escape(m.recipe), bytes_text(double(m.operand_bytes)), bytes_text(double(m.saved_bytes)),

@@ -138,7 +138,7 @@ std::string overhead_and_asymmetry(const std::vector<RecipeSummary>& sums, const
                                   : "");
     out += "(operands: the largest linear layer's, all copies and emulation buffers; peak: what every layer saves for "
            "backward + the largest layer's other operands";
-    out += measured ? "; measured: device memory the largest layer held, BF16 sources and GEMM output included)\n"
+    out += measured ? "; measured: the most device memory one linear layer held, BF16 sources and GEMM output included)\n"
                     : ")\n";
   }
   return out;

@@ -120,8 +120,8 @@ struct MemoryUsage {
   int64_t operand_bytes = 0;  // the largest linear layer's quantized operands, all copies and emulation buffers
   int64_t saved_bytes = 0;    // copies kept from fprop for backward, over the block's linear layers
   int64_t peak_bytes = 0;     // modelled: saved_bytes + the largest layer's operands that are not saved
-  // Measured (0 = not measured): device memory in use (cudaMemGetInfo) while the largest linear layer's
-  // BF16 sources and this recipe's quantized operands, emulation buffers and GEMM output were allocated.
+  // Measured (0 = not measured): the most device memory (cudaMemGetInfo) one linear layer held with its
+  // BF16 sources and this recipe's quantized operands, emulation buffers and GEMM output allocated.
   int64_t measured_bytes = 0;
 };
 
