@@ -2,18 +2,16 @@
 // FP8 counts the padded buffers cuBLASLt reads (scale_layout.hpp); MX and NV formats count one scale
 // byte per block without the 128x4 tile padding (their Hopper GEMMs re-encode or decode anyway).
 #include <algorithm>
-#include <array>
 #include <stdexcept>
 #include <string>
 
+#include "nibble/predict.hpp"
 #include "nibble/predict/operand_memory.hpp"
 #include "nibble/cuda/scale_layout.hpp"
 
 namespace nibble::predict {
 namespace {
 
-constexpr std::array<std::string_view, 8> kRecipes = {"bf16",  "fp8-delayed", "fp8-current", "fp8-block",
-                                                      "mxfp8", "nvfp4",       "mxfp4",       "quartet"};
 constexpr int64_t kAmaxHistory = 1024;  // fp8-delayed default window, FP32 each
 
 namespace scale_layout = cuda::scale_layout;
@@ -79,12 +77,6 @@ int64_t saved_bytes(std::string_view recipe, TensorRole role, const TensorBytes&
   return b.transposed_codes + b.transposed_scales;  // the backward GEMMs read the transposed copy
 }
 
-std::string known_list() {
-  std::string s;
-  for (auto r : kRecipes) s += (s.empty() ? "" : ", ") + std::string(r);
-  return s;
-}
-
 }  // namespace
 
 std::string_view to_string(TensorRole role) {
@@ -96,14 +88,12 @@ std::string_view to_string(TensorRole role) {
   return "unknown";
 }
 
-std::span<const std::string_view> memory_recipes() { return kRecipes; }
-
 OperandMemory operand_memory(std::string_view recipe, TensorRole role, int64_t rows, int64_t cols) {
-  bool known = false;
-  for (auto r : kRecipes) known = known || r == recipe;
-  if (!known) {
-    throw std::invalid_argument("memory: unknown recipe '" + std::string(recipe) + "'; known recipes: " +
-                                known_list());
+  const std::vector<std::string> recipes = known_recipes();
+  if (std::find(recipes.begin(), recipes.end(), recipe) == recipes.end()) {
+    std::string list;
+    for (const auto& r : recipes) list += (list.empty() ? "" : ", ") + r;
+    throw std::invalid_argument("memory: unknown recipe '" + std::string(recipe) + "'; known recipes: " + list);
   }
   if (rows <= 0 || cols <= 0) {
     throw std::invalid_argument("memory: " + std::string(to_string(role)) + " shape [" + std::to_string(rows) +

@@ -9,7 +9,6 @@
 // scaled along rows: what per-tensor-FP8-on-Hopper (TN only) backward GEMMs need.
 #pragma once
 #include <cstdint>
-#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,7 +40,7 @@ struct OperandMemory {
   double ratio_vs_bf16() const { return bf16_bytes ? static_cast<double>(bytes.total()) / bf16_bytes : 0.0; }
 };
 
-// Throws std::invalid_argument for an unknown recipe (listing the known ones) or non-positive shapes.
+// Throws std::invalid_argument for a recipe not in known_recipes() (listing them) or non-positive shapes.
 OperandMemory operand_memory(std::string_view recipe, TensorRole role, int64_t rows, int64_t cols);
 
 struct LinearLayerMemory {
@@ -53,9 +52,6 @@ struct LinearLayerMemory {
 };
 LinearLayerMemory linear_layer_memory(std::string_view recipe, int64_t tokens, int64_t in_features,
                                       int64_t out_features);
-
-// The recipe names this accounting knows, in SPEC order.
-std::span<const std::string_view> memory_recipes();
 
 // Buffers an emulated execution path adds to one operand of [rows, cols] (both copies): the exact E4M3
 // re-encodings with one FP32 scale per row (mxfp4, quartet on Hopper) or the exact BF16 decodings
