@@ -52,7 +52,12 @@ Execution execution_for(std::string_view recipe, const GpuSpec& gpu) {
   const std::string native(bench::path::native);
   if (recipe == "bf16") return {"bf16", native, gpu.bf16_tflops, 2};
   if (recipe == "fp8-delayed" || recipe == "fp8-current") return {"fp8-tensor", native, gpu.fp8_tflops, 1};
-  if (recipe == "fp8-block") return {"fp8-block", native, gpu.fp8_tflops, 1 + 4.0 / 128};
+  if (recipe == "fp8-block")
+    // cuBLASLt has the 128-block scale modes (VEC128_32F, BLK128x128_32F) on sm_90 only. On Blackwell
+    // Transformer Engine runs this recipe's GEMMs as MXFP8 (its PR #2157): the block scales are powers of
+    // two (SPEC section 2), so each becomes an exact E8M0 scale repeated over the 1x32 blocks it covers.
+    return bw ? Execution{"mx-native", std::string(bench::path::emulated_exact_fp8), gpu.fp8_tflops, 1 + 1.0 / 32}
+              : Execution{"fp8-block", native, gpu.fp8_tflops, 1 + 4.0 / 128};
   if (recipe == "mxfp8")
     return bw ? Execution{"mx-native", native, gpu.fp8_tflops, 1 + 1.0 / 32}
               : Execution{"bf16-decoded", std::string(bench::path::emulated_exact_bf16), gpu.bf16_tflops, 2};

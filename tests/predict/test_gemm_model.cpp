@@ -49,8 +49,21 @@ TEST(Execution, PathsPerArchitecture) {
   EXPECT_EQ(execution_for("nvfp4", h).path, "emulated-exact (bf16)");
   EXPECT_EQ(execution_for("mxfp4", h).path, "emulated-exact (fp8)");
   EXPECT_EQ(execution_for("quartet", h).path, "emulated-exact (fp8)");
-  for (const auto& r : known_recipes()) EXPECT_EQ(execution_for(r, b).path, "native") << r;
+  for (const auto& r : known_recipes()) {
+    if (r != "fp8-block") {
+      EXPECT_EQ(execution_for(r, b).path, "native") << r;
+    }
+  }
   EXPECT_EQ(execution_for("quartet", b).peak_tflops, b.fp4_tflops);
+  // The 128-block scale modes are sm_90-only in cuBLASLt: on Blackwell fp8-block runs as an MXFP8 GEMM
+  // on exactly converted (power-of-two) scales, at MXFP8's efficiency, not as a native fp8-block GEMM.
+  EXPECT_EQ(execution_for("fp8-block", h).path, "native");
+  EXPECT_EQ(execution_for("fp8-block", h).family, "fp8-block");
+  for (const char* gpu : {"B200", "B300", "RTX 5090"}) {
+    const Execution e = execution_for("fp8-block", find_gpu(db(), gpu));
+    EXPECT_EQ(e.path, "emulated-exact (fp8)") << gpu;
+    EXPECT_EQ(e.family, execution_for("mxfp8", find_gpu(db(), gpu)).family) << gpu;
+  }
   try {
     execution_for("int8", h);
     ADD_FAILURE();
