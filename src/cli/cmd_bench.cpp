@@ -10,6 +10,7 @@
 #include "command_registry.hpp"
 #include "nibble/bench/result.hpp"
 #include "nibble/predict.hpp"
+#include "nibble/quant/recipe_list.hpp"
 #include "nibble/report.hpp"
 #include "nibble/workload.hpp"
 #ifdef NIBBLE_WITH_ENGINE
@@ -20,8 +21,7 @@ namespace {
 
 using nibble::bench::Mode;
 
-const std::vector<std::string> kAllRecipes = {"bf16",  "fp8-delayed", "fp8-current", "fp8-block",
-                                              "mxfp8", "nvfp4",       "mxfp4",       "quartet"};
+const std::vector<std::string> kAllRecipes = nibble::quant::recipe_names();
 
 struct BenchArgs {
   nibble::workload::ModelCliOptions model;

@@ -237,7 +237,7 @@ std::function<int()> setup_error(CLI::App& sub) {
   auto a = std::make_shared<ErrorArgs>();
   sub.add_option("file", a->file, ".npy or .safetensors file (f32, f16, bf16 tensors; 1-D or 2-D)")->required();
   sub.add_option("--recipes", a->recipes,
-                 std::string("comma-separated recipes (default: every one but bf16): ") + nibble::quant::kRecipeNameList)
+                 std::string("comma-separated recipes (default: every one but bf16): ") + nibble::quant::recipe_name_list())
       ->delimiter(',');
   sub.add_option("--role", a->role, "quantize as role x (activation), w (weight) or dy (gradient)")
       ->capture_default_str();

@@ -165,7 +165,7 @@ int run_quantize(const QuantizeArgs& a) {
 
 std::function<int()> setup_quantize(CLI::App& sub) {
   auto a = std::make_shared<QuantizeArgs>();
-  sub.add_option("--recipe", a->recipe, std::string("recipe: ") + nibble::quant::kRecipeNameList)->required();
+  sub.add_option("--recipe", a->recipe, std::string("recipe: ") + nibble::quant::recipe_name_list())->required();
   sub.add_option("--role", a->role, "tensor role: x (activation), w (weight), dy (gradient)")->capture_default_str();
   sub.add_option("--in", a->in, "input .npy, float32, 1-D (one row) or 2-D (rows x cols, blocks along cols)")
       ->required();

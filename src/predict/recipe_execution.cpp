@@ -1,6 +1,7 @@
 // Which tensor-core path each recipe takes on a GPU (SPEC section 4), and the bytes its
 // quantization moves per GEMM.
 #include "nibble/predict.hpp"
+#include "nibble/quant/recipe_list.hpp"
 
 #include <fmt/format.h>
 
@@ -43,9 +44,7 @@ double tensor_bytes(std::string_view recipe, double elements, int copies, const 
 
 }  // namespace
 
-std::vector<std::string> known_recipes() {
-  return {"bf16", "fp8-delayed", "fp8-current", "fp8-block", "mxfp8", "nvfp4", "mxfp4", "quartet"};
-}
+std::vector<std::string> known_recipes() { return quant::recipe_names(); }
 
 Execution execution_for(std::string_view recipe, const GpuSpec& gpu) {
   const bool bw = is_blackwell(gpu);

@@ -130,7 +130,7 @@ nb::ndarray<nb::numpy, float, nb::ndim<2>> epilogue_py(const HostMatrix& g, cons
 }  // namespace
 
 void bind_quant(nb::module_& m) {
-  m.attr("recipes") = nb::str(kRecipeNameList);
+  m.attr("recipes") = nb::str(recipe_name_list().c_str());
   m.attr("quartet_gemm_rescale") = kQuartetGemmRescale;
   m.def("quantize", &quantize_py, nb::arg("x"), nb::arg("recipe"), nb::arg("role") = "x",
         nb::arg("seed") = QuantOptions{}.seed, nb::arg("rounding") = "by-recipe", nb::arg("mx_scale_rule") = "ocp",

@@ -60,7 +60,7 @@ QuantizedTensor quantize_per_role(Recipe recipe, const float* x, int64_t rows, i
       reject_stochastic(recipe, o, "the forward pass uses QuEST round-to-nearest; stochastic applies to role dy");
       return quantize_quartet_forward(x, rows, cols, o.hadamard_size, o.rotate, o.forward_quantizer);
   }
-  throw std::invalid_argument("unknown recipe value; valid recipes: " + std::string(kRecipeNameList));
+  throw std::invalid_argument("unknown recipe value; valid recipes: " + recipe_name_list());
 }
 }  // namespace
 

@@ -7,24 +7,15 @@
 namespace nibble::quant {
 
 const char* recipe_name(Recipe r) {
-  switch (r) {
-    case Recipe::bf16: return "bf16";
-    case Recipe::fp8_delayed: return "fp8-delayed";
-    case Recipe::fp8_current: return "fp8-current";
-    case Recipe::fp8_block: return "fp8-block";
-    case Recipe::mxfp8: return "mxfp8";
-    case Recipe::nvfp4: return "nvfp4";
-    case Recipe::mxfp4: return "mxfp4";
-    case Recipe::quartet: return "quartet";
-  }
-  return "?";
+  const auto i = static_cast<size_t>(r);
+  return i < std::size(kRecipeNames) ? kRecipeNames[i].data() : "?";  // the names are literals: terminated
 }
 
 Recipe parse_recipe(std::string_view name) {
   for (Recipe r : kAllRecipes) {
     if (name == recipe_name(r)) return r;
   }
-  throw std::invalid_argument("unknown recipe '" + std::string(name) + "'; valid recipes: " + kRecipeNameList);
+  throw std::invalid_argument("unknown recipe '" + std::string(name) + "'; valid recipes: " + recipe_name_list());
 }
 
 const char* role_name(Role r) {

@@ -129,3 +129,10 @@ def test_emulated_layer_close_to_reference_layer(recipe, rng):
         # Random bits differ (Philox vs torch) where the recipe rounds stochastically or rotates randomly:
         # two independent 4-bit backward estimates then differ by ~sqrt(2) x their own error (~0.2 each).
         assert rel < (0.6 if recipe in ("quartet", "nvfp4") else 1e-3), (recipe, rel)
+
+
+def test_recipe_names_match_the_extension():
+    # One list of recipe names: nibble.torch's must be the C++ quant layer's (recipe_list.hpp).
+    import nibble
+    ext = nibble.load_extension()
+    assert ext.recipes == ", ".join(nt.RECIPES)

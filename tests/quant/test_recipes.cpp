@@ -30,7 +30,7 @@ TEST(Recipes, NamesRoundTripAndUnknownNamesListValidOnes) {
     FAIL() << "expected a throw";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("fp4"), std::string::npos);
-    EXPECT_NE(std::string(e.what()).find(kRecipeNameList), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find(recipe_name_list()), std::string::npos);
   }
   EXPECT_EQ(parse_role("dy"), Role::dy);
   EXPECT_THROW(parse_role("grad"), std::invalid_argument);

@@ -1,23 +1,25 @@
 // Recipes as data (SPEC 2): names, per-call options, and the one entry point `quantize`.
 #pragma once
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <string_view>
 
 #include "nibble/quant/amax_history.hpp"
 #include "nibble/quant/quantized_tensor.hpp"
+#include "nibble/quant/recipe_list.hpp"
 
 namespace nibble::quant {
 
 enum class Recipe : uint8_t { bf16, fp8_delayed, fp8_current, fp8_block, mxfp8, nvfp4, mxfp4, quartet };
 enum class Role : uint8_t { x, w, dy };
 
-// Every recipe, in the order of the enum; names as users type them ("fp8-current").
+// Every recipe, in the order of the enum; their names (as users type them, "fp8-current") are
+// kRecipeNames of recipe_list.hpp, in the same order.
 inline constexpr Recipe kAllRecipes[] = {Recipe::bf16,  Recipe::fp8_delayed, Recipe::fp8_current,
                                          Recipe::fp8_block, Recipe::mxfp8, Recipe::nvfp4,
                                          Recipe::mxfp4, Recipe::quartet};
-inline constexpr const char* kRecipeNameList =
-    "bf16, fp8-delayed, fp8-current, fp8-block, mxfp8, nvfp4, mxfp4, quartet";
+static_assert(std::size(kAllRecipes) == std::size(kRecipeNames), "one name per recipe");
 
 Recipe parse_recipe(std::string_view name);  // throws std::invalid_argument listing the valid names
 const char* recipe_name(Recipe r);
