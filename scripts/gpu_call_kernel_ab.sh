@@ -5,10 +5,11 @@
 # before the change (carried in .ab/, e.g. `git show HEAD~1:path > .ab/base/path`). Then the FP8 and
 # FP4 kernel benchmarks run in the order base new new base, so drift between runs shows as the spread
 # of the two runs of each side. KNOBS="VAR=VALUE ..." reruns both new benchmarks once per knob;
+# TORCH=1 runs torch.compile of the same math on the same tensors (bench/torch_compile_fp{8,4}.py);
 # BENCH=1 then runs nibble bench on the default model (JSON, HTML, CSV); NOISE=1 the bench-noise experiment. Everything lands in $OUT/run,
 # packed into $OUT/run.tgz.
 # BASE=none skips the base tree: new, the knobs, new again (for changes behind A/B knobs).
-# Usage: BASE=.ab/base|none [KNOBS=...] [BENCH=1] [NOISE=1] bash scripts/gpu_call_kernel_ab.sh   (device tool: carry [".ab"])
+# Usage: BASE=.ab/base|none [KNOBS=...] [TORCH=1] [BENCH=1] [NOISE=1] bash scripts/gpu_call_kernel_ab.sh   (device tool: carry [".ab"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_call_lib.sh
@@ -53,6 +54,19 @@ for k in ${KNOBS:-}; do
   done
 done
 [ -z "$bpid" ] && run_side new  # BASE=none: the new side again after the knobs, so drift shows
+# TORCH=1: torch.compile of the same math on the same tensors in this call (issue 4: never slower than
+# it), after the last new-side kernel run, whose JSON is copied under the names perf_tables.py pairs.
+if [ "${TORCH:-0}" = 1 ]; then
+  for b in $benches; do
+    last=$(ls "$R"/*-new-$b.json 2>/dev/null | sort -n | tail -1)
+    [ -n "$last" ] && cp "$last" "$R/$b.json"
+  done
+  for t in fp8 fp4; do
+    timeout 240 python3 bench/torch_compile_$t.py --json "$R/torch_compile_$t.json" >"$R/torch_compile_$t.txt" 2>&1
+    echo "$(el) torch.compile $t rc=$?"
+  done
+  python3 scripts/perf_tables.py "$R" | sed -n '/nibble vs torch.compile/,/slower than/p' | tail -3
+fi
 if [ "${BENCH:-0}" = 1 ]; then
   timeout 150 build-gpu/nibble bench --quiet --json "$R/bench.json" --html "$R/bench.html" --csv "$R/bench.csv" \
     >"$R/bench.txt" 2>&1

@@ -61,6 +61,42 @@ def torch_table(t, title):
     return out
 
 
+# torch.compile function -> the nibble kernels doing the same work (the fastest one counts).
+TORCH_TO_NIBBLE = {
+    "fp8 cast+transpose+amax (e4m3)": ["fp8 cast+transpose+amax (delayed, e4m3)"],
+    "fp8 current scaling (e5m2)": ["fp8 current 2 launches (e5m2)", "fp8 current single launch (e4m3)"],
+    "fp8-block 1x128 rowwise": ["fp8-block 1x128 rowwise only"],
+    "fp8-block 1x128 row+col": ["fp8-block 1x128 row+col"],
+    "mxfp8 ocp rowwise": ["mxfp8 ocp rowwise only"],
+    "mxfp8 ocp row+col": ["mxfp8 ocp row+col"],
+}
+
+
+def versus_torch_table(kernels, torch_runs):
+    """nibble's kernel vs torch.compile of the same math, same tensor, same call (issue 4: never slower)."""
+    ms = {}
+    for k in kernels:
+        for r in k["results"]:
+            ms[(r["shape"], r["kernel"])] = r["median_ms"]
+    out = ["| tensor | function | torch.compile ms | nibble ms (kernel) | torch / nibble |", "|---|---|---|---|---|"]
+    slower = []
+    for t in torch_runs:
+        for r in t.get("results", []):
+            name = r.get("function", "")
+            if name.startswith("d2d copy"):
+                continue
+            cands = [(ms[(r["shape"], n)], n) for n in TORCH_TO_NIBBLE.get(name, [name]) if (r["shape"], n) in ms]
+            if not cands:
+                continue
+            best, kname = min(cands)
+            ratio = r["median_ms"] / best
+            if ratio < 1:
+                slower.append(f"{r['shape']} {name}")
+            out.append(f"| {r['shape']} | {name} | {fmt(r['median_ms'], 3)} | {fmt(best, 3)} ({kname}) | {fmt(ratio)}x |")
+    out += ["", "nibble slower than torch.compile: " + (", ".join(slower) if slower else "none")]
+    return out
+
+
 def main():
     d = sys.argv[1]
     lines = []
@@ -76,6 +112,10 @@ def main():
                         ("torch_compile_fp4.json", "torch.compile, FP4 family (same run)")):
         if (t := load(d, name)):
             lines += [f"### {title}", ""] + torch_table(t, title) + [""]
+    kernels = [k for k in (load(d, "gpu_quant_fp8_bench.json"), load(d, "gpu_quant_fp4_bench.json")) if k]
+    torch_runs = [t for t in (load(d, "torch_compile_fp8.json"), load(d, "torch_compile_fp4.json")) if t]
+    if kernels and torch_runs:
+        lines += ["### nibble vs torch.compile (same run)", ""] + versus_torch_table(kernels, torch_runs) + [""]
     if (t := load(d, "triton.json")):
         lines += ["### Triton tl.dot_scaled MXFP4 (same shapes)", "", "```", json.dumps(
             {k: v for k, v in t.items() if not isinstance(v, list)}, indent=1), "```", ""]
