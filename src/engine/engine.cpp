@@ -14,6 +14,7 @@
 #include "nibble/predict/operand_memory.hpp"
 #include "nibble/engine/timing.hpp"
 #include "nibble/predict.hpp"
+#include "nibble/quant/layer_shape_rule.hpp"
 
 namespace nibble::engine {
 namespace {
@@ -202,6 +203,13 @@ bench::BenchResult run_bench(const workload::Workload& workload, const EngineOpt
         std::unique_ptr<LayerRunner> runner;
         std::string setup_error;
         try {
+          // A layer the recipe's blocks do not divide: the same refusal (and words) as a prediction's.
+          // (The BF16 LM head is left to cuda::gemm, which refuses only its GEMMs with K % 8 != 0.)
+          if (!high_precision_layer) {
+            if (std::string e = quant::layer_shape_error(recipe, layer.name, s.t, s.i, s.o); !e.empty()) {
+              throw std::invalid_argument(e);
+            }
+          }
           // The quantized operands (codes, scales, transposed copies) are the least the runner
           // allocates: refuse the rows before allocating when they cannot fit.
           const auto lm = predict::linear_layer_memory(run_recipe, s.t, s.i, s.o);

@@ -3,6 +3,7 @@
 #include "nibble/bench/row_from_gemm.hpp"
 #include "nibble/predict/operand_memory.hpp"
 #include "nibble/predict.hpp"
+#include "nibble/quant/layer_shape_rule.hpp"
 
 #include <fmt/format.h>
 
@@ -46,6 +47,27 @@ bench::BenchResult predict_bench(const workload::Workload& w, const std::vector<
         const bool quantized = workload::is_block_linear(g.layer);
         const std::string run_as = quantized ? recipe : "bf16";
         const Execution exec = execution_for(run_as, gpu);
+        // A row the measurement would reject gets no time either: a layer the recipe's blocks do not
+        // divide (the engine refuses it), or a BF16 GEMM whose K breaks 16-byte rows (the LM head with
+        // an unpadded vocabulary: cuda::gemm refuses it).
+        std::string e;
+        if (quantized) {
+          const bench::LinearShape l = bench::linear_shape(row);
+          e = quant::layer_shape_error(run_as, g.layer, l.t, l.i, l.o);
+        } else if (g.k % 8 != 0) {
+          e = fmt::format("{} {}: K = {} gives rows that are not 16-byte aligned in BF16; K % 8 == 0 is required "
+                          "(pad K with zeros{})", g.layer, g.pass, g.k,
+                          g.layer == "lm_head" ? ": K is the vocabulary here; pass --vocab with a multiple of 8, as "
+                                                 "frameworks pad it (Megatron to a multiple of 128)"
+                                               : "");
+        }
+        if (!e.empty()) {
+          row.error = std::move(e);
+          row.path = std::string(bench::path::predicted);
+          row.predicted_path = exec.path;
+          out.rows.push_back(std::move(row));
+          continue;
+        }
         const Shape shape{g.m, g.k, g.n, 1};
         const double ms = gemm_ms(shape, exec, gpu, efficiency_of(calibration, exec.family));
         row.gemm = {ms, ms, ms, ms, ms, 0};

@@ -53,6 +53,42 @@ TEST(PredictBench, H200WithinTenPercentOfOurMeasurementEveryRecipe) {
   EXPECT_EQ(compared, 16);
 }
 
+// A layer the recipe's blocks do not divide is refused as a measurement refuses it (the engine calls the
+// same quant::layer_shape_error): the row carries the error and no time; the other recipes still run.
+TEST(PredictBench, RowsTheMeasurementWouldRejectCarryTheErrorNotATime) {
+  auto model = workload::load_preset("codonfm-5b");
+  model.hidden = 4000;  // 32 heads of 125: a multiple of 8, 16 and 32 but not of 128
+  const auto r = predict_bench(workload::derive_workload(model), known_recipes(), {Mode::step}, "H200 SXM");
+  int refused = 0;
+  for (const auto& row : r.rows) {
+    if (row.recipe == "fp8-block") {
+      ++refused;
+      EXPECT_FALSE(row.ok());
+      EXPECT_NE(row.error.find("not a multiple of 128"), std::string::npos) << row.error;
+      EXPECT_NE(row.error.find("4096"), std::string::npos) << row.error;  // the next multiple
+    } else {
+      EXPECT_TRUE(row.ok()) << row.recipe << " " << row.layer << ": " << row.error;
+    }
+  }
+  EXPECT_EQ(refused, 12);
+  EXPECT_EQ(bench::find_summary(bench::summarize(r), "fp8-block", Mode::step)->failed_rows, 12);
+
+  // The BF16 LM head: only its dgrad (K = vocab) needs K % 8 == 0, as cuda::gemm's check.
+  auto with_head = [](int64_t vocab) {
+    auto m = workload::load_preset("codonfm-5b");
+    m.vocab = vocab;
+    return predict_bench(workload::derive_workload(m, {true, false}), {"bf16", "mxfp4"}, {Mode::step}, "H200 SXM");
+  };
+  for (const auto& row : with_head(69).rows) {
+    if (row.layer != "lm_head") continue;
+    EXPECT_EQ(row.ok(), row.pass != "dgrad") << row.pass << ": " << row.error;
+    if (row.pass == "dgrad") {
+      EXPECT_NE(row.error.find("--vocab"), std::string::npos) << row.error;
+    }
+  }
+  for (const auto& row : with_head(72).rows) EXPECT_TRUE(row.ok()) << row.layer << " " << row.pass << ": " << row.error;
+}
+
 TEST(PredictBench, EveryRowIsLabelledPredicted) {
   const auto r = predict_bench(codonfm(), known_recipes(), {Mode::pre_quantized, Mode::step, Mode::per_gemm}, "h100-sxm");
   EXPECT_TRUE(r.predicted);

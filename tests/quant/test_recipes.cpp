@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "nibble/quant.hpp"
+#include "nibble/quant/layer_shape_rule.hpp"
 #include "random_data.hpp"
 
 using namespace nibble::quant;
@@ -159,4 +160,44 @@ TEST(Recipes, BadInputNamesTheFieldAndTheFix) {
   EXPECT_THROW(quantize(Recipe::mxfp8, x.data(), 0, 32), std::invalid_argument);
   EXPECT_THROW(quantize(Recipe::fp8_block, x.data(), 1, 128, QuantOptions{.rounding = Rounding::stochastic}),
                std::invalid_argument);
+}
+
+// The layer rule the engine and the predictor share (layer_shape_rule.hpp): a layer it accepts is one
+// whose six quantized tensors (X, W, dY and their transposes, each in its role) the reference quantizes;
+// a layer with in_features off the recipe's block is refused, naming the dimension and the fix. For the
+// block-scaled recipes the reference itself refuses that X too (for bf16 and per-tensor FP8 the multiple
+// comes from cuBLASLt's 16-byte rows and the cast + transpose kernel's stores, not from the format).
+TEST(LayerShapeRule, AcceptsWhatTheReferenceQuantizesAndNamesWhatItRefuses) {
+  for (Recipe r : kAllRecipes) {
+    const std::string name = recipe_name(r);
+    const int64_t b = layer_multiple(name);
+    ASSERT_TRUE(b == 8 || b == 16 || b == 32 || b == 128) << name;
+    const int64_t t = 2 * b, i = 3 * b, o = b;
+    EXPECT_EQ(layer_shape_error(name, "mlp_up", t, i, o), "") << name;
+    const auto x = testdata::gaussian(t, i, testdata::fresh_seed());
+    const auto w = testdata::gaussian(o, i, testdata::fresh_seed());
+    const auto dy = testdata::gaussian(t, o, testdata::fresh_seed());
+    const struct {
+      const std::vector<float>* v;
+      int64_t rows, cols;
+      Role role;
+    } tensors[] = {{&x, t, i, Role::x}, {&x, i, t, Role::x}, {&w, o, i, Role::w},
+                   {&w, i, o, Role::w}, {&dy, t, o, Role::dy}, {&dy, o, t, Role::dy}};
+    for (const auto& c : tensors) {
+      EXPECT_NO_THROW(quantize(r, c.v->data(), c.rows, c.cols, QuantOptions{.role = c.role}))
+          << name << " " << role_name(c.role) << " " << c.rows << "x" << c.cols;
+    }
+    const int64_t off = i + b / 2;
+    const std::string e = layer_shape_error(name, "mlp_up", t, off, o);
+    EXPECT_NE(e.find("in_features = " + std::to_string(off)), std::string::npos) << e;
+    EXPECT_NE(e.find("not a multiple of " + std::to_string(b)), std::string::npos) << e;
+    EXPECT_NE(e.find("next multiple " + std::to_string(i + b)), std::string::npos) << e;
+    EXPECT_EQ(e.find("T (tokens)"), std::string::npos) << e;  // only the dimension that is off
+    if (b >= 16 && r != Recipe::fp8_delayed && r != Recipe::fp8_current) {
+      const auto x_off = testdata::gaussian(t, off, testdata::fresh_seed());
+      EXPECT_THROW(quantize(r, x_off.data(), t, off, QuantOptions{.role = Role::x}), std::invalid_argument) << name;
+    }
+  }
+  EXPECT_NE(layer_shape_error("fp6", "qkv", 128, 128, 128).find("valid recipes: bf16"), std::string::npos);
+  EXPECT_EQ(layer_multiple("fp6"), 0);
 }
