@@ -56,7 +56,8 @@ struct Shape {
 double gemm_ms(const Shape& shape, const Execution& exec, const GpuSpec& gpu, double efficiency);
 
 // Bytes the quantization attributed to one call of this GEMM moves (reads + writes), for the
-// recipe, pass and mode (0 for bf16 and in pre-quantized mode). See docs/predict.md.
+// recipe, pass and mode (0 for bf16 and in pre-quantized mode): pass_quant_bytes of the layer this GEMM
+// belongs to (predict/quant_traffic.hpp, the engine's account too), native formats on Blackwell.
 double quant_bytes(std::string_view recipe, const std::string& pass, bench::Mode mode, const Shape& shape,
                    const GpuSpec& gpu);
 

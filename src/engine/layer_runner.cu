@@ -1,5 +1,6 @@
 #include "device_buffer.hpp"
 #include "layer_runner.hpp"
+#include "nibble/predict/quant_traffic.hpp"
 #include "tensor_quantizer.hpp"
 
 namespace nibble::engine {
@@ -17,7 +18,7 @@ class StandardLayer final : public LayerRunner {
  public:
   StandardLayer(const std::string& recipe, const LayerShape& s, const LayerSources& src, const RunnerSettings& st,
                 cudaStream_t stream)
-      : settings_(st) {
+      : settings_(st), recipe_(recipe), shape_(s) {
     QuantizerSettings q{st.e4m3_only, st.seed};
     x_ = make_tensor_quantizer(recipe, TensorRole::x, src.x, s.t, s.i, q, stream);
     w_ = make_tensor_quantizer(recipe, TensorRole::w, src.w, s.o, s.i, q, stream);
@@ -34,7 +35,7 @@ class StandardLayer final : public LayerRunner {
       if (q == nullptr) continue;
       q->run(true, true, 0, stream);
       q->settle(stream);
-      if (q->bytes_moved(true, true) > 0) q->run(true, true, 0, stream);  // at the settled choice
+      if (q->quantizes()) q->run(true, true, 0, stream);  // at the settled choice
     }
   }
   std::string note() const override {
@@ -104,18 +105,11 @@ class StandardLayer final : public LayerRunner {
     opt.stream = stream;
     return cuda::gemm(a, b, {out_.get(), cuda::OutputDType::bf16}, opt);
   }
+  // The copies quantize() writes, counted by the account a prediction uses too (predict/quant_traffic.hpp).
   double quant_bytes(Pass pass, Mode mode) const override {
-    if (mode == Mode::step) {
-      if (pass == Pass::fprop) return x_->bytes_moved(true, true) + w_->bytes_moved(true, true);
-      if (pass == Pass::dgrad) return dy_->bytes_moved(true, true);
-      return 0;
-    }
-    if (mode == Mode::per_gemm) {
-      if (pass == Pass::fprop) return x_->bytes_moved(true, false) + w_->bytes_moved(true, false);
-      if (pass == Pass::dgrad) return dy_->bytes_moved(true, false) + w_->bytes_moved(false, true);
-      return x_->bytes_moved(false, true) + wgrad_dy().bytes_moved(false, true);
-    }
-    return 0;
+    predict::TrafficOptions o;
+    o.te_forward_layouts = dy_as_weight_ != nullptr;
+    return predict::pass_quant_bytes(recipe_, cuda::to_string(pass), mode, {shape_.t, shape_.i, shape_.o}, o);
   }
 
  private:
@@ -123,6 +117,8 @@ class StandardLayer final : public LayerRunner {
   TensorQuantizer& wgrad_dy() const { return dy_as_weight_ ? *dy_as_weight_ : *dy_; }
 
   RunnerSettings settings_;
+  std::string recipe_;
+  LayerShape shape_;
   std::unique_ptr<TensorQuantizer> x_, w_, dy_;
   std::unique_ptr<TensorQuantizer> dy_as_weight_;  // fp8-block under Transformer Engine's attribution only
   DeviceBuffer out_;

@@ -12,6 +12,7 @@
 #include "device_buffer.hpp"
 #include "layer_runner.hpp"
 #include "nibble/cuda/quartet.hpp"
+#include "nibble/predict/quant_traffic.hpp"
 #include "reencoded_operand.hpp"
 
 namespace nibble::engine {
@@ -69,17 +70,9 @@ class QuartetLayer final : public LayerRunner {
     return cuda::gemm(dyt_.operand(), xt_.operand(), out, opt);
   }
   double quant_bytes(Pass pass, Mode mode) const override {
-    if (mode == Mode::pre_quantized) return 0;
-    const double t = static_cast<double>(s_.t), i = static_cast<double>(s_.i), o = static_cast<double>(s_.o);
-    const double fp4 = 0.5 + 1.0 / 32;                        // codes + E8M0 scales per element
-    const double reenc = fp4 + 1.0;                            // read MXFP4, write E4M3 (+ tiny scales)
-    const double epi = 2 + 2 + 1.0 / 8;                        // read G (bf16), write bf16, read mask bits
-    if (pass == Pass::fprop) return x_.quartet_forward_bytes() + w_.quartet_forward_bytes();
-    const double dy_copies = (mode == Mode::step) ? 2 : 1;
-    if (pass == Pass::dgrad) {
-      return t * o * (2 + dy_copies * fp4 + reenc) + o * i * (fp4 + fp4 + reenc) + t * i * epi;
-    }
-    return (mode == Mode::per_gemm ? t * o * (2 + fp4) : 0) + o * t * reenc + t * i * (fp4 + fp4 + reenc) + o * i * epi;
+    predict::TrafficOptions o;
+    o.quartet_forward_fused = x_.forward_fused() && w_.forward_fused();
+    return predict::pass_quant_bytes("quartet", cuda::to_string(pass), mode, {s_.t, s_.i, s_.o}, o);
   }
   std::string note() const override {
     std::string out;

@@ -28,13 +28,9 @@ class ReencodedOperand {
   // Throws std::runtime_error when even 1x128 groups are not exact.
   void settle(cudaStream_t stream);
   cuda::GemmOperand operand() const;
-  double bytes_moved() const { return static_cast<double>(rows_) * cols_ * (0.5 + 1.0 / 32 + 1.0); }
-  // Bytes of run_quartet_forward: read BF16, write MXFP4 codes + scales + mask and the E4M3 codes
-  // (fused), or the same plus the re-encoding's read of the planes (1x128 path).
-  double quartet_forward_bytes() const {
-    const double n = static_cast<double>(rows_) * cols_;
-    return n * (2 + 0.5 + 1.0 / 32 + 1.0 / 8 + 1.0) + (fused_ ? 0.0 : n * (0.5 + 1.0 / 32));
-  }
+  // Whether the last run_quartet_forward wrote the E4M3 operand in the fused kernel (otherwise the
+  // re-encoding read the MXFP4 planes once more: the 1x128 path), for the traffic account.
+  bool forward_fused() const { return fused_; }
   std::string note() const { return note_; }
 
  private:

@@ -28,8 +28,9 @@ class TensorQuantizer {
   virtual cuda::GemmOperand colwise() const = 0;
   // How the operands relate to the recipe's format (native, or an exact emulation).
   virtual cuda::ExecutionPath operands_path() const = 0;
-  // Bytes read + written by run() (for the bandwidth bound of the autocast rows).
-  virtual double bytes_moved(bool rowwise, bool colwise) const = 0;
+  // Whether run() does any work (BF16 does none). The bytes it moves are predict::tensor_quant_bytes
+  // (the account a prediction uses too, include/nibble/predict/quant_traffic.hpp).
+  virtual bool quantizes() const { return true; }
   // After a first run(true, true): settle data-dependent choices (e.g. the re-encoding granularity).
   virtual void settle(cudaStream_t) {}
   virtual std::string note() const { return {}; }

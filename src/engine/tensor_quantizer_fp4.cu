@@ -44,12 +44,6 @@ class Mxfp4Reencoded final : public TensorQuantizer {
   GemmOperand rowwise() const override { return row_.operand(); }
   GemmOperand colwise() const override { return col_.operand(); }
   ExecutionPath operands_path() const override { return ExecutionPath::emulated_exact_fp8; }
-  double bytes_moved(bool rowwise, bool colwise) const override {
-    const double n = static_cast<double>(rows_) * cols_;
-    const double copy = n * (0.5 + 1.0 / 32);  // codes + scales written per copy
-    const double quant = (rowwise || colwise) ? 2 * n + (rowwise ? copy : 0) + (colwise ? copy : 0) : 0;
-    return quant + (rowwise ? row_.bytes_moved() : 0) + (colwise ? col_.bytes_moved() : 0);
-  }
 
  private:
   const uint16_t* src_;
@@ -99,12 +93,6 @@ class Nvfp4Emulated final : public TensorQuantizer {
     return {col_bf16_.get(), cuda::DType::bf16, cols_, rows_, cuda::ScaleMode::none, nullptr};
   }
   ExecutionPath operands_path() const override { return ExecutionPath::emulated_exact_bf16; }
-  double bytes_moved(bool rowwise, bool colwise) const override {
-    const double n = static_cast<double>(rows_) * cols_;
-    const double copies = (rowwise ? 1 : 0) + (colwise ? 1 : 0);
-    // two passes over the BF16 input (global amax, then encode), codes + scales out, decode to BF16
-    return 2 * n * 2 + copies * n * (0.5 + 1.0 / 16) * 2 + copies * n * 2;
-  }
 
  private:
   const uint16_t* src_;

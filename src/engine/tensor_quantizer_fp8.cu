@@ -41,7 +41,7 @@ class Bf16Tensor final : public TensorQuantizer {
   GemmOperand rowwise() const override { return {src_, DType::bf16, rows_, cols_, ScaleMode::none, nullptr}; }
   GemmOperand colwise() const override { return {t_.get(), DType::bf16, cols_, rows_, ScaleMode::none, nullptr}; }
   ExecutionPath operands_path() const override { return ExecutionPath::native; }
-  double bytes_moved(bool, bool) const override { return 0; }
+  bool quantizes() const override { return false; }
 
  private:
   const uint16_t* src_;
@@ -79,11 +79,6 @@ class PerTensorFp8 final : public TensorQuantizer {
   GemmOperand rowwise() const override { return op(row_.get(), rows_, cols_); }
   GemmOperand colwise() const override { return op(col_.get(), cols_, rows_); }
   ExecutionPath operands_path() const override { return ExecutionPath::native; }
-  double bytes_moved(bool rowwise, bool colwise) const override {
-    const double n = static_cast<double>(rows_) * cols_;
-    // Current scaling reads the input twice (amax, then cast); delayed reads it once.
-    return n * 2 * (delayed_ ? 1 : 2) + n * ((rowwise ? 1 : 0) + (colwise ? 1 : 0));
-  }
 
  private:
   static constexpr int kWindow = 1024;
@@ -126,10 +121,6 @@ class BlockFp8 final : public TensorQuantizer {
     return {col_.get(), DType::e4m3, cols_, rows_, mode_, col_scale_.get()};
   }
   ExecutionPath operands_path() const override { return ExecutionPath::native; }
-  double bytes_moved(bool rowwise, bool colwise) const override {
-    const double n = static_cast<double>(rows_) * cols_;
-    return n * 2 + (rowwise ? n + row_scale_.bytes() : 0) + (colwise ? n + col_scale_.bytes() : 0);
-  }
 
  private:
   bool weight_;
@@ -164,12 +155,6 @@ class Mxfp8Emulated final : public TensorQuantizer {
   GemmOperand rowwise() const override { return {row_bf16_.get(), DType::bf16, rows_, cols_, ScaleMode::none, nullptr}; }
   GemmOperand colwise() const override { return {col_bf16_.get(), DType::bf16, cols_, rows_, ScaleMode::none, nullptr}; }
   ExecutionPath operands_path() const override { return ExecutionPath::emulated_exact_bf16; }
-  double bytes_moved(bool rowwise, bool colwise) const override {
-    const double n = static_cast<double>(rows_) * cols_;
-    // quantize: read 2 B, write 1 B + 1/32 B per copy; decode: read 1 + 1/32 B, write 2 B per copy.
-    const double copies = (rowwise ? 1 : 0) + (colwise ? 1 : 0);
-    return n * 2 + copies * n * (1 + 1.0 / 32) * 2 + copies * n * 2;
-  }
 
  private:
   const uint16_t* src_;
