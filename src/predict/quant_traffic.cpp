@@ -32,11 +32,11 @@ void check_recipe(std::string_view recipe) {
 double quartet_pass_bytes(std::string_view pass, bench::Mode mode, const bench::LinearShape& l,
                           const TrafficOptions& o) {
   const double t = static_cast<double>(l.t), i = static_cast<double>(l.i), out = static_cast<double>(l.o);
-  const double reenc = o.emulated ? kFp4 + kE4m3 : 0.0;  // read the MXFP4 copy, write E4M3
+  const double reenc = o.hopper ? kFp4 + kE4m3 : 0.0;  // read the MXFP4 copy, write E4M3
   const double epi = kBf16 + kBf16 + kMask;
   if (pass == "fprop") {
-    const double fwd = kBf16 + kFp4 + kMask + (o.emulated ? kE4m3 : 0.0) +
-                       (o.emulated && !o.quartet_forward_fused ? kFp4 : 0.0);
+    const double fwd = kBf16 + kFp4 + kMask + (o.hopper ? kE4m3 : 0.0) +
+                       (o.hopper && !o.quartet_forward_fused ? kFp4 : 0.0);
     return (t * i + out * i) * fwd;
   }
   if (pass == "dgrad") {
@@ -57,22 +57,25 @@ double tensor_quant_bytes(std::string_view recipe, TensorRole role, int64_t rows
   const double copies = (rowwise ? 1 : 0) + (colwise ? 1 : 0);
   if (copies == 0 || recipe == "bf16") return 0;
   const bool weight = role == TensorRole::weight;
-  if (recipe == "fp8-delayed") return n * kBf16 + copies * n;      // one pass, which records the amax
-  if (recipe == "fp8-current") return 2 * n * kBf16 + copies * n;  // amax pass, then the cast pass
+  // Per-tensor FP8: one pass that records the amax (delayed), or an amax pass and then the cast pass
+  // (current); on Blackwell one copy serves the transposed uses too.
+  const double fp8_copies = o.hopper ? copies : 1;
+  if (recipe == "fp8-delayed") return n * kBf16 + fp8_copies * n;
+  if (recipe == "fp8-current") return 2 * n * kBf16 + fp8_copies * n;
   if (recipe == "fp8-block") {
     const double scale = weight ? 4.0 / (128 * 128) : 4.0 / 128;   // FP32 per 128x128 or per 1x128 block
     return n * kBf16 + copies * n * (1 + scale);
   }
   if (recipe == "mxfp8") {
     const double copy = n * (1 + 1.0 / 32);
-    return n * kBf16 + copies * copy + (o.emulated ? copies * (copy + n * kBf16) : 0.0);  // + decode
+    return n * kBf16 + copies * copy + (o.hopper ? copies * (copy + n * kBf16) : 0.0);  // + decode
   }
   if (recipe == "nvfp4") {
     const double copy = n * (0.5 + (weight ? 1.0 / 256 : 1.0 / 16));  // UE4M3 per 16x16 or per 1x16
-    return 2 * n * kBf16 + copies * copy + (o.emulated ? copies * (copy + n * kBf16) : 0.0);  // + decode
+    return 2 * n * kBf16 + copies * copy + (o.hopper ? copies * (copy + n * kBf16) : 0.0);  // + decode
   }
   if (recipe == "mxfp4") {
-    return n * kBf16 + copies * n * kFp4 + (o.emulated ? copies * n * (kFp4 + kE4m3) : 0.0);  // + re-encode
+    return n * kBf16 + copies * n * kFp4 + (o.hopper ? copies * n * (kFp4 + kE4m3) : 0.0);  // + re-encode
   }
   throw std::invalid_argument("quantization traffic: recipe '" + std::string(recipe) +
                               "' quantizes whole layers, not single tensors: use pass_quant_bytes");

@@ -55,7 +55,7 @@ double quant_bytes(std::string_view recipe, const std::string& pass, bench::Mode
                                : pass == "wgrad" ? bench::LinearShape{s.k, s.m, s.n}
                                                  : bench::LinearShape{s.m, s.k, s.n};
   TrafficOptions o;
-  o.emulated = !is_blackwell(gpu);  // Blackwell's tensor cores read MXFP8 / NVFP4 / MXFP4 natively
+  o.hopper = !is_blackwell(gpu);
   return pass_quant_bytes(recipe, pass, mode, l, o);
 }
 

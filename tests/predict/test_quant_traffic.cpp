@@ -43,7 +43,7 @@ TEST(QuantTraffic, EqualsTheEngineCountsOfAMeasuredRun) {
 
 // Step and per-gemm quantize the same tensors differently: step writes both copies of X, W (fprop) and
 // dY (dgrad) once; per-gemm writes one copy per GEMM operand, re-reading the BF16 source each time.
-// Blackwell (native formats) moves less than Hopper's emulations, and the same for the FP8 recipes.
+// Blackwell (native formats, FP8 GEMMs in any layout) moves less, except fp8-block (the same copies).
 TEST(QuantTraffic, ModesAndArchitecturesAgreeWithTheTensorCalls) {
   std::mt19937_64 rng = nibble::testing::fresh_rng();
   std::uniform_int_distribution<int64_t> dim(1, 64);
@@ -55,7 +55,7 @@ TEST(QuantTraffic, ModesAndArchitecturesAgreeWithTheTensorCalls) {
         EXPECT_EQ(pass_quant_bytes(r, pass, Mode::pre_quantized, l), 0.0);
         step += pass_quant_bytes(r, pass, Mode::step, l);
         per_gemm += pass_quant_bytes(r, pass, Mode::per_gemm, l);
-        step_bw += pass_quant_bytes(r, pass, Mode::step, l, TrafficOptions{.emulated = false});
+        step_bw += pass_quant_bytes(r, pass, Mode::step, l, TrafficOptions{.hopper = false});
       }
       if (r != "quartet") {
         EXPECT_EQ(pass_quant_bytes(r, "wgrad", Mode::step, l), 0.0) << r;  // reuses the copies
@@ -72,8 +72,9 @@ TEST(QuantTraffic, ModesAndArchitecturesAgreeWithTheTensorCalls) {
       };
       EXPECT_DOUBLE_EQ(step, both(TensorRole::activation, t, i, {}) + both(TensorRole::weight, o, i, {}) +
                                  both(TensorRole::gradient, t, o, {})) << r;
-      const bool emulated_on_hopper = r == "mxfp8" || r == "nvfp4" || r == "mxfp4";
-      if (emulated_on_hopper) {
+      // Blackwell: no decode or re-encoding, and one per-tensor FP8 copy instead of two.
+      const bool less_on_blackwell = r != "fp8-block";
+      if (less_on_blackwell) {
         EXPECT_LT(step_bw, step) << r;
       } else {
         EXPECT_EQ(step_bw, step) << r;
@@ -84,11 +85,12 @@ TEST(QuantTraffic, ModesAndArchitecturesAgreeWithTheTensorCalls) {
 
 TEST(QuantTraffic, PerTensorFormulas) {
   const double n = 4096.0 * 1024;
-  auto one = [&](const char* r, TensorRole role, bool row, bool col, bool emulated = true) {
-    return tensor_quant_bytes(r, role, 4096, 1024, row, col, TrafficOptions{.emulated = emulated});
+  auto one = [&](const char* r, TensorRole role, bool row, bool col, bool hopper = true) {
+    return tensor_quant_bytes(r, role, 4096, 1024, row, col, TrafficOptions{.hopper = hopper});
   };
   EXPECT_EQ(one("fp8-delayed", TensorRole::activation, true, true), 4 * n);   // read 2, write 1 + 1
   EXPECT_EQ(one("fp8-current", TensorRole::activation, true, false), 5 * n);  // read twice, write 1
+  EXPECT_EQ(one("fp8-current", TensorRole::activation, true, true, false), 5 * n);  // Blackwell: one copy for all
   EXPECT_EQ(one("fp8-block", TensorRole::activation, true, false), 3 * n + n / 32);
   EXPECT_EQ(one("fp8-block", TensorRole::weight, true, false), 3 * n + n / 4096);
   EXPECT_EQ(one("mxfp8", TensorRole::activation, true, false, false), 3 * n + n / 32);

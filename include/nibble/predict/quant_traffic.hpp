@@ -20,9 +20,11 @@
 namespace nibble::predict {
 
 struct TrafficOptions {
-  // Hopper (the engine's only target): mxfp8 / nvfp4 decoded to BF16, mxfp4 / Quartet re-encoded
-  // in E4M3. Off: Blackwell, whose tensor cores read the formats natively.
-  bool emulated = true;
+  // Hopper (the engine's only target): FP8 GEMMs are TN-only, so per-tensor FP8 writes a transposed
+  // copy for the backward GEMMs; mxfp8 / nvfp4 are decoded to BF16, mxfp4 / Quartet re-encoded in
+  // E4M3. Off: Blackwell, whose tensor cores read the formats natively and whose FP8 GEMMs take any
+  // layout (one per-tensor FP8 copy serves all three GEMMs).
+  bool hopper = true;
   // Transformer Engine's per-gemm attribution (the engine's default): under fp8-block the wgrad
   // call quantizes dY^T as that call's weight, in 128x128 blocks.
   bool te_forward_layouts = true;
