@@ -54,6 +54,13 @@ json row_json(const Row& r) {
             {"bound_ms", number_or_null(r.bound_ms)},
             {"error", r.error.empty() ? json(nullptr) : json(r.error)}};
   put_timing(j, "gemm", r.gemm);
+  if (!r.ok()) {
+    // A failed row measured nothing: its times are null, not 0 (read back as NaN; aggregation skips it).
+    for (const char* k : {"gemm_ms", "gemm_p10_ms", "gemm_p90_ms", "gemm_min_ms", "gemm_max_ms", "quant_ms", "total_ms",
+                          "tflops", "pct_of_peak", "quant_bytes"}) {
+      j[k] = nullptr;
+    }
+  }
   if (!r.predicted_path.empty()) j["predicted_path"] = r.predicted_path;
   return j;
 }

@@ -29,15 +29,18 @@ std::string to_csv(const bench::BenchResult& r) {
       "gpu,predicted,layer,pass,m,k,n,count,per_model,flops,recipe,mode,gemm_ms,gemm_p10_ms,"
       "gemm_p90_ms,gemm_min_ms,gemm_max_ms,n_runs,quant_ms,total_ms,tflops,pct_of_peak,path,"
       "predicted_path,quant_bytes,bound_ms,error\n";
-  for (const bench::Row& x : r.rows)
+  for (const bench::Row& x : r.rows) {
+    // A failed row measured nothing: its times are empty (null), as in the JSON.
+    auto t = [&](double v) { return x.ok() ? num(v) : std::string(); };
     out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
                        csv_field(r.gpu.name), r.predicted ? "true" : "false", csv_field(x.layer),
                        x.pass, x.m, x.k, x.n, x.count, x.per_model ? "true" : "false", num(x.flops),
-                       csv_field(x.recipe), bench::to_string(x.mode), num(x.gemm.median_ms),
-                       num(x.gemm.p10_ms), num(x.gemm.p90_ms), num(x.gemm.min_ms), num(x.gemm.max_ms),
-                       x.gemm.n_runs, num(x.quant_ms), num(x.total_ms), num(x.tflops),
-                       num(x.pct_of_peak), csv_field(x.path), csv_field(x.predicted_path),
-                       num(x.quant_bytes), num(x.bound_ms), csv_field(x.error));
+                       csv_field(x.recipe), bench::to_string(x.mode), t(x.gemm.median_ms),
+                       t(x.gemm.p10_ms), t(x.gemm.p90_ms), t(x.gemm.min_ms), t(x.gemm.max_ms),
+                       x.gemm.n_runs, t(x.quant_ms), t(x.total_ms), t(x.tflops),
+                       t(x.pct_of_peak), csv_field(x.path), csv_field(x.predicted_path),
+                       t(x.quant_bytes), num(x.bound_ms), csv_field(x.error));
+  }
   return out;
 }
 
