@@ -22,7 +22,7 @@ int64_t fp4_bytes(int64_t n) { return ceil_div(n, 2); }
 // One scale byte per `vec` elements along the scaled dimension.
 int64_t block_scale_bytes(int64_t rows, int64_t cols, int64_t vec) { return rows * ceil_div(cols, vec); }
 
-TensorBytes bytes_for(std::string_view recipe, TensorRole role, int64_t rows, int64_t cols) {
+TensorBytes bytes_for(std::string_view recipe, TensorRole role, int64_t rows, int64_t cols, bool fp8_tn_only) {
   const int64_t n = rows * cols;
   TensorBytes b;
   if (recipe == "bf16") {
@@ -30,7 +30,7 @@ TensorBytes bytes_for(std::string_view recipe, TensorRole role, int64_t rows, in
   } else if (recipe == "fp8-delayed" || recipe == "fp8-current") {
     // Per-tensor FP8 on Hopper is TN only, so every operand keeps a transposed copy for backward.
     b.codes = n;
-    b.transposed_codes = n;
+    b.transposed_codes = fp8_tn_only ? n : 0;
     b.scales = 4 + (recipe == "fp8-delayed" ? 4 * kAmaxHistory : 0);
   } else if (recipe == "fp8-block") {
     b.codes = n;
@@ -74,6 +74,7 @@ int64_t saved_bytes(std::string_view recipe, TensorRole role, const TensorBytes&
   if (role == TensorRole::gradient) return 0;
   if (recipe == "bf16") return b.codes;
   if (recipe == "quartet") return b.codes + b.scales + b.masks;
+  if (b.transposed_codes == 0) return b.codes + b.scales;  // one copy serves every GEMM (FP8 on Blackwell)
   return b.transposed_codes + b.transposed_scales;  // the backward GEMMs read the transposed copy
 }
 
@@ -88,7 +89,8 @@ std::string_view to_string(TensorRole role) {
   return "unknown";
 }
 
-OperandMemory operand_memory(std::string_view recipe, TensorRole role, int64_t rows, int64_t cols) {
+OperandMemory operand_memory(std::string_view recipe, TensorRole role, int64_t rows, int64_t cols,
+                             bool fp8_tn_only) {
   const std::vector<std::string> recipes = known_recipes();
   if (std::find(recipes.begin(), recipes.end(), recipe) == recipes.end()) {
     std::string list;
@@ -104,18 +106,18 @@ OperandMemory operand_memory(std::string_view recipe, TensorRole role, int64_t r
   m.role = role;
   m.rows = rows;
   m.cols = cols;
-  m.bytes = bytes_for(recipe, role, rows, cols);
+  m.bytes = bytes_for(recipe, role, rows, cols, fp8_tn_only);
   m.saved_for_backward = saved_bytes(recipe, role, m.bytes);
   m.bf16_bytes = 2 * rows * cols;
   return m;
 }
 
 LinearLayerMemory linear_layer_memory(std::string_view recipe, int64_t tokens, int64_t in_features,
-                                      int64_t out_features) {
+                                      int64_t out_features, bool fp8_tn_only) {
   LinearLayerMemory l;
-  l.activation = operand_memory(recipe, TensorRole::activation, tokens, in_features);
-  l.weight = operand_memory(recipe, TensorRole::weight, out_features, in_features);
-  l.gradient = operand_memory(recipe, TensorRole::gradient, tokens, out_features);
+  l.activation = operand_memory(recipe, TensorRole::activation, tokens, in_features, fp8_tn_only);
+  l.weight = operand_memory(recipe, TensorRole::weight, out_features, in_features, fp8_tn_only);
+  l.gradient = operand_memory(recipe, TensorRole::gradient, tokens, out_features, fp8_tn_only);
   l.saved_for_backward = l.activation.saved_for_backward + l.weight.saved_for_backward;
   l.bf16_saved_for_backward = l.activation.bf16_bytes + l.weight.bf16_bytes;
   return l;
@@ -129,7 +131,7 @@ int64_t emulation_bytes(std::string_view recipe, std::string_view path, int64_t 
   return 0;
 }
 
-bench::MemoryUsage recipe_memory(const std::string& recipe, const std::vector<bench::Row>& rows) {
+bench::MemoryUsage recipe_memory(const std::string& recipe, const std::vector<bench::Row>& rows, bool fp8_tn_only) {
   bench::MemoryUsage m;
   m.recipe = recipe;
   // Every mode runs the same layers: count the rows of one (the first this recipe has).
@@ -140,7 +142,7 @@ bench::MemoryUsage recipe_memory(const std::string& recipe, const std::vector<be
   for (const bench::Row& r : rows) {
     if (r.recipe != recipe || r.mode != mode || r.pass != "fprop" || r.per_model || !r.ok()) continue;
     const int64_t t = r.m, i = r.k, o = r.n;
-    const LinearLayerMemory l = linear_layer_memory(recipe, t, i, o);
+    const LinearLayerMemory l = linear_layer_memory(recipe, t, i, o, fp8_tn_only);
     const std::string_view path = r.path == bench::path::predicted ? r.predicted_path : r.path;
     const int64_t operands = l.activation.bytes.total() + l.weight.bytes.total() + l.gradient.bytes.total() +
                              emulation_bytes(recipe, path, t, i) + emulation_bytes(recipe, path, o, i) +

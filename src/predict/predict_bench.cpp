@@ -79,7 +79,9 @@ bench::BenchResult predict_bench(const workload::Workload& w, const std::vector<
         out.rows.push_back(std::move(row));
       }
   bench::fill_bounds(out);
-  for (const std::string& recipe : recipes) out.memory.push_back(recipe_memory(recipe, out.rows));
+  // Blackwell's FP8 GEMMs take any layout: one per-tensor FP8 copy (quant_traffic.hpp counts the same).
+  const bool fp8_tn_only = gpu.compute_capability < 100;
+  for (const std::string& recipe : recipes) out.memory.push_back(recipe_memory(recipe, out.rows, fp8_tn_only));
   return out;
 }
 

@@ -32,6 +32,12 @@ TEST(MemoryAccounting, MatchesHandCountsOnARandomShape) {
   EXPECT_EQ(cur.saved_for_backward, nx);     // wgrad reads only the transposed copy
   const auto del = operand_memory("fp8-delayed", TensorRole::weight, o, i);
   EXPECT_EQ(del.bytes.scales, 4 + 4 * 1024);
+  // Blackwell's FP8 GEMMs take any layout: one copy, which the backward GEMMs read too.
+  const auto one = operand_memory("fp8-current", TensorRole::activation, t, i, /*fp8_tn_only=*/false);
+  EXPECT_EQ(one.bytes.total(), nx + 4);
+  EXPECT_EQ(one.saved_for_backward, nx + 4);
+  EXPECT_EQ(operand_memory("fp8-block", TensorRole::activation, t, i, false).bytes.total(),
+            operand_memory("fp8-block", TensorRole::activation, t, i).bytes.total());  // scales along K: both copies
 
   const auto blk = operand_memory("fp8-block", TensorRole::weight, o, i);
   EXPECT_EQ(blk.bytes.scales, 4 * (o / 128) * cuda::scale_layout::round_up(i / 128, 4));

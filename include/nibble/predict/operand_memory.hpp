@@ -41,7 +41,10 @@ struct OperandMemory {
 };
 
 // Throws std::invalid_argument for a recipe not in known_recipes() (listing them) or non-positive shapes.
-OperandMemory operand_memory(std::string_view recipe, TensorRole role, int64_t rows, int64_t cols);
+// fp8_tn_only: per-tensor FP8 GEMMs take only the TN layout (Hopper), so per-tensor FP8 keeps a transposed
+// copy for the backward GEMMs; false on Blackwell, whose FP8 GEMMs take any layout (one copy serves all).
+OperandMemory operand_memory(std::string_view recipe, TensorRole role, int64_t rows, int64_t cols,
+                             bool fp8_tn_only = true);
 
 struct LinearLayerMemory {
   OperandMemory activation;  // X [tokens, in_features]
@@ -51,7 +54,7 @@ struct LinearLayerMemory {
   int64_t bf16_saved_for_backward = 0;  // the same for BF16 training: X and W in BF16
 };
 LinearLayerMemory linear_layer_memory(std::string_view recipe, int64_t tokens, int64_t in_features,
-                                      int64_t out_features);
+                                      int64_t out_features, bool fp8_tn_only = true);
 
 // Buffers an emulated execution path adds to one operand of [rows, cols] (both copies): the exact E4M3
 // re-encodings with one FP32 scale per row (mxfp4, quartet on Hopper) or the exact BF16 decodings
@@ -65,6 +68,7 @@ int64_t emulation_bytes(std::string_view recipe, std::string_view path, int64_t 
 //   saved_bytes   = the copies every linear layer keeps from fprop for backward (count-weighted);
 //   peak_bytes    = saved_bytes + the largest layer's operands that are not saved (its backward step).
 // measured_bytes stays 0: only the engine measures.
-bench::MemoryUsage recipe_memory(const std::string& recipe, const std::vector<bench::Row>& rows);
+bench::MemoryUsage recipe_memory(const std::string& recipe, const std::vector<bench::Row>& rows,
+                                 bool fp8_tn_only = true);
 
 }  // namespace nibble::predict
