@@ -7,10 +7,9 @@ The MXFP4 and NVFP4 functions equal nibble's CPU reference on finite inputs (tes
 the Quartet ones do the same work with torch's own reductions and matmuls (not bit-exact).
 The labels are the kernel names of gpu_quant_fp4_bench, so scripts/perf_tables.py can pair them.
 """
-import argparse
-import json
-
 import torch
+
+import torch_compile_common as common
 
 # E2M1 round-to-nearest-even as threshold counts on |v| (ties go to the even code).
 _UP = [0.25, 1.25, 2.5, 5.0]      # strictly greater rounds up
@@ -126,46 +125,16 @@ def quartet_backward_both(x, h):
     return _backward_one(x, h), _backward_one(x.t(), h)
 
 
-def time_it(fn, inputs, reps):
-    for i in range(3):
-        fn(inputs[i % 2])
-    torch.cuda.synchronize()
-    ms = []
-    for i in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn(inputs[i % 2])
-        b.record()
-        b.synchronize()
-        ms.append(a.elapsed_time(b))
-    ms.sort()
-    q = lambda p: ms[int(p * (len(ms) - 1) + 0.5)]
-    return q(0.5), q(0.1), q(0.9)
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--json")
-    ap.add_argument("--reps", type=int, default=30)
-    args = ap.parse_args()
-    reps = max(20, args.reps)
     h = torch.tensor([[(-1) ** bin(i & j).count("1") for j in range(32)] for i in range(32)],
                      dtype=torch.float32, device="cuda") / 32 ** 0.5
     signs = torch.where(torch.rand(32, device="cuda") < 0.5, -1.0, 1.0)
     hs = signs[:, None] * h  # (x * s) H
-    shapes = [("act 15872x4096", 15872, 4096), ("act 15872x16384", 15872, 16384), ("weight 4096x16384", 4096, 16384)]
-    out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "reps": reps, "results": []}
-    print(f"{'shape':<20} {'function':<32} {'median_us':>9} {'p10_us':>9} {'p90_us':>9} {'TB/s':>7} {'vs_copy':>7}")
-    for name, r, c in shapes:
-        n = r * c
-        xs = [torch.randn(r, c, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
-        dst = torch.empty_like(xs[0])
-        copy = time_it(lambda x: dst.copy_(x), xs, reps)
-        copy_tbs = 4.0 * n / (copy[0] * 1e-3) / 1e12
-        mx_out = n / 2 + n / 32
-        nv_out = n / 2 + n / 16
-        rht = nvfp4_rht_matrix("cuda")
-        cases = [
+    rht = nvfp4_rht_matrix("cuda")
+
+    def cases(n):
+        mx_out, nv_out = n / 2 + n / 32, n / 2 + n / 16
+        return [
             ("mxfp4 ocp", torch.compile(mxfp4_ocp), 2.0 * n + mx_out),
             # Two reads, as nibble's kernel counts them: the global amax needs the whole tensor first.
             ("nvfp4 1x16 row+col (rht col)", lambda x, f=torch.compile(nvfp4_rowcol): f(x, rht), 4.0 * n + 2 * nv_out),
@@ -174,19 +143,7 @@ def main():
             ("quartet fwd h32+quest (+mask)", lambda x, f=torch.compile(quartet_forward): f(x, h), 2.0 * n + mx_out + n / 8),
             ("quartet bwd row+col rn", lambda x, f=torch.compile(quartet_backward_both): f(x, hs), 2.0 * n + 2 * mx_out),
         ]
-        rows = [("d2d copy (reference)", copy, 4.0 * n)]
-        for label, fn, nbytes in cases:
-            rows.append((label, time_it(fn, xs, reps), nbytes))
-        for label, (med, p10, p90), nbytes in rows:
-            tbs = nbytes / (med * 1e-3) / 1e12
-            print(f"{name:<20} {label:<32} {med*1e3:9.1f} {p10*1e3:9.1f} {p90*1e3:9.1f} {tbs:7.2f} {tbs/copy_tbs:7.2f}")
-            out["results"].append({"shape": name, "rows": r, "cols": c, "function": label, "bytes": nbytes,
-                                   "median_ms": med, "p10_ms": p10, "p90_ms": p90, "tb_per_s": tbs,
-                                   "copy_tb_per_s": copy_tbs, "ratio_to_copy": tbs / copy_tbs})
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=2)
-        print("wrote", args.json)
+    common.run(cases)
 
 
 if __name__ == "__main__":

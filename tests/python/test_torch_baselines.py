@@ -6,14 +6,15 @@ power-of-two spread per row, so every Hadamard sum is exact in FP32 whatever ord
 in, and every step after it is one rounding both sides define the same way."""
 import importlib.util
 import os
+import sys
 
 import numpy as np
 import pytest
 import torch
 
-_HERE = os.path.dirname(__file__)
-_spec = importlib.util.spec_from_file_location(
-    "torch_compile_fp4", os.path.join(_HERE, "..", "..", "bench", "torch_compile_fp4.py"))
+_BENCH = os.path.join(os.path.dirname(__file__), "..", "..", "bench")
+sys.path.insert(0, _BENCH)  # torch_compile_fp4 imports its sibling torch_compile_common
+_spec = importlib.util.spec_from_file_location("torch_compile_fp4", os.path.join(_BENCH, "torch_compile_fp4.py"))
 tc = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(tc)
 
