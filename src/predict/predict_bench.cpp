@@ -38,6 +38,14 @@ bench::BenchResult predict_bench(const workload::Workload& w, const std::vector<
   out.notes.push_back(fmt::format("PREDICTED by nibble's performance model for {} ({}); calibration: {}",
                                   gpu.name, gpu.source, calibration.label));
   for (const auto& n : calibration.notes) out.notes.push_back("calibration: " + n);
+  if (!calibration.gpu.empty() && calibration.gpu != gpu.name) {
+    // Efficiencies and quantization fractions come from another GPU: say how far that carries.
+    out.notes.push_back(fmt::format(
+        "uncalibrated for {}: the GEMM efficiencies and quantization speeds were fitted on {}{}", gpu.name,
+        calibration.gpu,
+        gpu.compute_capability / 10 != 9 ? " (a Hopper GPU); this architecture's kernels and libraries may differ a lot"
+                                         : ""));
+  }
 
   for (bench::Mode mode : modes)
     for (const std::string& recipe : recipes)

@@ -89,6 +89,22 @@ TEST(PredictBench, RowsTheMeasurementWouldRejectCarryTheErrorNotATime) {
   for (const auto& row : with_head(72).rows) EXPECT_TRUE(row.ok()) << row.layer << " " << row.pass << ": " << row.error;
 }
 
+// A prediction for a GPU other than the calibration's says so; one for the calibration's GPU does not.
+TEST(PredictBench, SaysWhenTheGpuIsNotTheCalibrations) {
+  auto notes_with = [](const char* gpu) {
+    int n = 0;
+    for (const auto& note : predict_bench(codonfm(), {"bf16", "mxfp4"}, {Mode::step}, gpu).notes)
+      n += note.find("uncalibrated for") != std::string::npos ? 1 : 0;
+    return n;
+  };
+  EXPECT_EQ(notes_with("H200 SXM"), 0);
+  EXPECT_EQ(notes_with("H100 SXM"), 1);
+  const auto b = predict_bench(codonfm(), {"bf16"}, {Mode::step}, "B200");
+  bool arch = false;
+  for (const auto& note : b.notes) arch = arch || note.find("(a Hopper GPU)") != std::string::npos;
+  EXPECT_TRUE(arch);
+}
+
 TEST(PredictBench, EveryRowIsLabelledPredicted) {
   const auto r = predict_bench(codonfm(), known_recipes(), {Mode::pre_quantized, Mode::step, Mode::per_gemm}, "h100-sxm");
   EXPECT_TRUE(r.predicted);
