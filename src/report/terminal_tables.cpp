@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 namespace nibble::report {
 
@@ -187,6 +188,7 @@ std::string interpretation(const std::vector<RecipeSummary>& sums) {
                          best->forward_speedup_vs_bf16, best->backward_speedup_vs_bf16,
                          bench::training_speedup(best->forward_speedup_vs_bf16, best->backward_speedup_vs_bf16));
   }
+  std::set<std::string> said_emulated;  // one line per recipe, not per mode
   for (const auto& s : sums) {
     if (s.recipe == "bf16") continue;
     if (std::isfinite(s.speedup_vs_bf16) && s.speedup_vs_bf16 < 1.0)
@@ -198,7 +200,8 @@ std::string interpretation(const std::vector<RecipeSummary>& sums) {
       out += fmt::format("  {} ({}) is {:.0f}% above its bandwidth bound: the quantization kernels are "
                          "not reaching copy bandwidth.\n",
                          s.recipe, bench::to_string(s.mode), 100.0 * (s.layer_ms / s.bound_layer_ms - 1));
-    if (s.path != "native" && !(s.path == "predicted" && s.predicted_path == "native"))
+    if (s.path != "native" && !(s.path == "predicted" && s.predicted_path == "native") &&
+        said_emulated.insert(s.recipe).second)
       out += fmt::format("  {} does not run natively here ({}): its time is an emulation's, not the "
                          "format's.\n", s.recipe, s.path == "predicted" ? s.predicted_path : s.path);
   }

@@ -36,6 +36,10 @@ TEST(Terminal, ShowsTablesTotalsAndPaths) {
   const auto sums = bench::summarize(r);
   const auto* q = bench::find_summary(sums, "quartet", Mode::step);
   EXPECT_TRUE(has(t, fmt::format("{:.2f}x", q->speedup_vs_bf16))) << t;
+  // An emulated recipe is said to be emulated once, not once per mode.
+  const std::string line = "quartet does not run natively here";
+  ASSERT_TRUE(has(t, line)) << t;
+  EXPECT_EQ(t.find(line), t.rfind(line)) << t;
 }
 
 TEST(Terminal, SequenceTableNextToTheSumOfParts) {
