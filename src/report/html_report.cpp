@@ -1,5 +1,6 @@
 // The HTML report: one self-contained file (inline CSS and SVG, no script, no external reference)
 // so it can be mailed, archived in docs/perf/ and opened offline.
+#include "nibble/report/interpretation.hpp"
 #include "nibble/bench/aggregate.hpp"
 #include "nibble/report/render.hpp"
 #include "number_text.hpp"
@@ -141,6 +142,11 @@ std::string to_html(const BenchResult& r) {
   if (r.model.contains("model"))
     out += fmt::format("<p class=note>model: <code>{}</code></p>\n", escape(r.model["model"].dump()));
   out += "<h2>Summary per layer</h2>\n" + summary_rows(sums);
+  if (const auto lines = interpretation_lines(sums); !lines.empty()) {
+    out += "<h2>What this means</h2>\n<ul>\n";
+    for (const std::string& line : lines) out += "<li>" + escape(line) + "</li>\n";
+    out += "</ul>\n";
+  }
   out += "<h2>Charts</h2>\n" + charts(r, sums);
   if (!r.memory.empty()) {
     out += "<h2>Memory per recipe (one transformer block)</h2>\n<table><tr><th class=l>recipe</th>"

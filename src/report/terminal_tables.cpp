@@ -1,13 +1,13 @@
 // The terminal report: fixed-width tables a user reads at a glance, then what the numbers mean.
 #include "nibble/bench/aggregate.hpp"
 #include "nibble/report/render.hpp"
+#include "nibble/report/interpretation.hpp"
 #include "number_text.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
-#include <set>
 
 namespace nibble::report {
 
@@ -166,59 +166,10 @@ std::string sequence_table(const std::vector<RecipeSummary>& sums) {
   return out;
 }
 
-// What the numbers mean, in words.
+// What the numbers mean, in words (the same lines as the HTML report's).
 std::string interpretation(const std::vector<RecipeSummary>& sums) {
   std::string out = "\nwhat this means\n";
-  const RecipeSummary* best = nullptr;
-  for (const auto& s : sums)
-    if (s.recipe != "bf16" && std::isfinite(s.speedup_vs_bf16) && bench::is_autocast(s.mode) &&
-        (!best || s.speedup_vs_bf16 > best->speedup_vs_bf16))
-      best = &s;
-  if (!best)
-    for (const auto& s : sums)
-      if (s.recipe != "bf16" && std::isfinite(s.speedup_vs_bf16) && (!best || s.speedup_vs_bf16 > best->speedup_vs_bf16))
-        best = &s;
-  if (best) {
-    out += fmt::format("  fastest: {} ({}), GEMM speedup {:.2f}x over bf16: if your end-to-end speedup "
-                       "is much lower, non-GEMM work is eating the gain.\n",
-                       best->recipe, bench::to_string(best->mode), best->speedup_vs_bf16);
-    if (std::isfinite(best->forward_speedup_vs_bf16) && std::isfinite(best->backward_speedup_vs_bf16))
-      out += fmt::format("  its forward speedup {:.2f}x and backward speedup {:.2f}x give a training "
-                         "speedup of {:.2f}x on the GEMMs (SPEC 7: 1/(1/(3 fw) + 2/(3 bw))).\n",
-                         best->forward_speedup_vs_bf16, best->backward_speedup_vs_bf16,
-                         bench::training_speedup(best->forward_speedup_vs_bf16, best->backward_speedup_vs_bf16));
-  }
-  std::set<std::string> said_emulated;  // one line per recipe, not per mode
-  for (const auto& s : sums) {
-    if (s.recipe == "bf16") continue;
-    if (std::isfinite(s.speedup_vs_bf16) && s.speedup_vs_bf16 < 1.0)
-      out += fmt::format("  {} ({}) is SLOWER than bf16 ({:.2f}x): {}\n", s.recipe, bench::to_string(s.mode),
-                         s.speedup_vs_bf16,
-                         bench::is_autocast(s.mode) ? "its quantization costs more than the GEMM saves"
-                                                    : "this GPU has no fast path for it");
-    if (std::isfinite(s.bound_layer_ms) && bench::is_autocast(s.mode) && s.layer_ms > 1.05 * s.bound_layer_ms)
-      out += fmt::format("  {} ({}) is {:.0f}% above its bandwidth bound: the quantization kernels are "
-                         "not reaching copy bandwidth.\n",
-                         s.recipe, bench::to_string(s.mode), 100.0 * (s.layer_ms / s.bound_layer_ms - 1));
-    if (s.path != "native" && !(s.path == "predicted" && s.predicted_path == "native") &&
-        said_emulated.insert(s.recipe).second)
-      out += fmt::format("  {} does not run natively here ({}): its time is an emulation's, not the "
-                         "format's.\n", s.recipe, s.path == "predicted" ? s.predicted_path : s.path);
-  }
-  for (const auto& s : sums)
-    if (std::isfinite(s.sequence_layer_ms) && std::fabs(s.sequence_layer_ms / s.layer_ms - 1) > 0.05)
-      out += fmt::format("  {} ({}) timed as one sequence per linear layer takes {:+.0f}% against its separately "
-                         "timed parts: {}.\n",
-                         s.recipe, bench::to_string(s.mode), 100.0 * (s.sequence_layer_ms / s.layer_ms - 1),
-                         s.sequence_layer_ms > s.layer_ms
-                             ? "the parts understate what a training step pays (clocks after the other work, launch "
-                               "gaps); trust the sequence"
-                             : "in a step the pieces help each other (operands still in L2, no idle gaps); the parts "
-                               "overstate its cost");
-  for (const auto& s : sums)
-    if (s.failed_rows)
-      out += fmt::format("  {} ({}): {} GEMMs failed (see the rows); its sums leave them out and its "
-                         "speedups are not shown.\n", s.recipe, bench::to_string(s.mode), s.failed_rows);
+  for (const std::string& line : interpretation_lines(sums)) out += "  " + line + "\n";
   return out;
 }
 

@@ -2,6 +2,7 @@
 #include "bench/handmade_result.hpp"
 #include "nibble/bench/aggregate.hpp"
 #include "nibble/report.hpp"
+#include "nibble/report/interpretation.hpp"
 #include "test_seed.hpp"
 
 #include <fmt/format.h>
@@ -130,6 +131,10 @@ TEST(Html, SelfContainedWithCharts) {
   EXPECT_TRUE(has(h, "Speedup over bf16"));
   EXPECT_TRUE(has(h, "wgrad quant"));
   EXPECT_TRUE(has(h, "</html>"));
+  // The terminal's interpretation lines, the same words, in the report too.
+  EXPECT_TRUE(has(h, "<h2>What this means</h2>"));
+  EXPECT_TRUE(has(h, "<li>" + interpretation_lines(bench::summarize(r)).front() + "</li>")) << h;
+  EXPECT_TRUE(has(render_terminal(r), "  " + interpretation_lines(bench::summarize(r)).front() + "\n"));
   EXPECT_FALSE(has(h, "PREDICTED"));
   r.predicted = true;
   EXPECT_TRUE(has(to_html(r), "PREDICTED for NVIDIA H200 (no measurement)"));
