@@ -196,7 +196,7 @@ std::vector<Asymmetry> fprop_dgrad_asymmetry(const BenchResult& result) {
       if (!d.ok() || d.pass != "dgrad" || d.layer != f.layer || d.recipe != f.recipe ||
           d.mode != f.mode || !(linear_shape(d) == linear_shape(f)))
         continue;
-      out.push_back({f.layer, f.recipe, f.mode, f.total_ms, d.total_ms, ratio(d.total_ms, f.total_ms)});
+      out.push_back({f.layer, f.recipe, f.mode, f.total_ms, d.total_ms, ratio(d.total_ms, f.total_ms), linear_shape(f)});
       break;
     }
   }

@@ -119,13 +119,32 @@ std::string overhead_and_asymmetry(const std::vector<RecipeSummary>& sums, const
   // GEMM-only asymmetry (the first mode, pre-quantized when it ran); the JSON has every mode.
   auto asym = bench::fprop_dgrad_asymmetry(r);
   if (!asym.empty()) {
+    // One line per layer shape, one column per recipe (the times themselves are in the pass tables).
     const Mode shown = asym.front().mode;
+    std::vector<std::pair<std::string, bench::LinearShape>> layers;
+    std::vector<std::string> cols;
+    for (const auto& a : asym) {
+      if (a.mode != shown) continue;
+      const std::pair<std::string, bench::LinearShape> key{a.layer, a.shape};
+      if (std::find(layers.begin(), layers.end(), key) == layers.end()) layers.push_back(key);
+      if (std::find(cols.begin(), cols.end(), a.recipe) == cols.end()) cols.push_back(a.recipe);
+    }
     out += fmt::format("\nfprop vs dgrad per shape, {} (dgrad / fprop time; 1.00 = same cost)\n",
                        bench::to_string(shown));
-    for (const auto& a : asym)
-      if (a.mode == shown) out += fmt::format("  {:<13}{:<13}{:<14}fprop {:>8} ms  dgrad {:>8} ms  {:>6}\n", a.layer,
-                         a.recipe, bench::to_string(a.mode), ms_text(a.fprop_ms), ms_text(a.dgrad_ms),
-                         std::isfinite(a.dgrad_over_fprop) ? fmt::format("{:.2f}", a.dgrad_over_fprop) : "-");
+    out += fmt::format("  {:<36}", "layer (fprop T x I x O)");
+    for (const auto& c : cols) out += fmt::format("{:>13}", c);
+    out += "\n";
+    for (const auto& [layer, shape] : layers) {
+      out += fmt::format("  {:<36}", fmt::format("{} {}x{}x{}", layer, shape.t, shape.i, shape.o));
+      for (const auto& c : cols) {
+        std::string cell = "-";
+        for (const auto& a : asym)
+          if (a.mode == shown && a.recipe == c && a.layer == layer && a.shape == shape && std::isfinite(a.dgrad_over_fprop))
+            cell = fmt::format("{:.2f}", a.dgrad_over_fprop);
+        out += fmt::format("{:>13}", cell);
+      }
+      out += "\n";
+    }
   }
   if (!r.memory.empty()) {
     const bool measured = std::any_of(r.memory.begin(), r.memory.end(), [](const auto& m) { return m.measured_bytes > 0; });

@@ -37,10 +37,19 @@ TEST(Terminal, ShowsTablesTotalsAndPaths) {
   const auto sums = bench::summarize(r);
   const auto* q = bench::find_summary(sums, "quartet", Mode::step);
   EXPECT_TRUE(has(t, fmt::format("{:.2f}x", q->speedup_vs_bf16))) << t;
+  // fprop vs dgrad: one line per layer shape, one column per recipe, in the order of the recipes.
+  const auto asym = bench::fprop_dgrad_asymmetry(r);
+  ASSERT_FALSE(asym.empty());
+  const auto& a0 = asym.front();
+  const std::string label = fmt::format("  {} {}x{}x{}", a0.layer, a0.shape.t, a0.shape.i, a0.shape.o);
+  const size_t at = t.find(label, t.find("fprop vs dgrad"));
+  ASSERT_NE(at, std::string::npos) << label << "\n" << t;
+  const std::string line = t.substr(at, t.find('\n', at) - at);
+  EXPECT_NE(line.find(fmt::format("{:.2f}", a0.dgrad_over_fprop)), std::string::npos) << line;
   // An emulated recipe is said to be emulated once, not once per mode.
-  const std::string line = "quartet does not run natively here";
-  ASSERT_TRUE(has(t, line)) << t;
-  EXPECT_EQ(t.find(line), t.rfind(line)) << t;
+  const std::string emulated = "quartet does not run natively here";
+  ASSERT_TRUE(has(t, emulated)) << t;
+  EXPECT_EQ(t.find(emulated), t.rfind(emulated)) << t;
 }
 
 TEST(Terminal, SequenceTableNextToTheSumOfParts) {

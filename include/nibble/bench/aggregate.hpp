@@ -70,6 +70,7 @@ struct Asymmetry {
   double fprop_ms = 0;          // one call, total (gemm + quant)
   double dgrad_ms = 0;
   double dgrad_over_fprop = kNaN;
+  LinearShape shape;  // the layer's T, I, O (an MoE's experts and shared expert share a name, not a shape)
 };
 
 // The separately timed parts of a sequence: the total_ms of its layer's rows (same recipe and mode),
