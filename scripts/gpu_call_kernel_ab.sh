@@ -4,7 +4,8 @@
 # BASE's files laid over it: BASE mirrors repository paths and holds the changed files as they were
 # before the change (carried in .ab/, e.g. `git show HEAD~1:path > .ab/base/path`). Then the FP8 and
 # FP4 kernel benchmarks run in the order base new new base, so drift between runs shows as the spread
-# of the two runs of each side. KNOBS="VAR=VALUE ..." reruns both new benchmarks once per knob;
+# of the two runs of each side. KNOBS="VAR=VALUE ..." reruns both new benchmarks once per knob
+# (VAR=VALUE@fp8 or @fp4: only that benchmark);
 # TORCH=1 runs torch.compile of the same math on the same tensors (bench/torch_compile_fp{8,4}.py);
 # BENCH=1 then runs nibble bench on the default model (JSON, HTML, CSV); NOISE=1 the bench-noise experiment. Everything lands in $OUT/run,
 # packed into $OUT/run.tgz.
@@ -46,9 +47,12 @@ run_side() {
   done
 }
 for side in $sides; do run_side "$side"; done
-for k in ${KNOBS:-}; do
+for kb in ${KNOBS:-}; do
+  # VAR=VALUE reruns both benchmarks; VAR=VALUE@fp8 or @fp4 only the one the knob touches.
+  k=${kb%@*}; only=; [ "$k" != "$kb" ] && only=gpu_quant_${kb##*@}_bench
   n=$(echo "$k" | tr '=' '-')
   for b in $benches; do
+    [ -n "$only" ] && [ "$b" != "$only" ] && continue
     env "$k" timeout 100 "build-gpu/bench/$b" --json "$R/knob-$n-$b.json" >"$R/knob-$n-$b.txt" 2>&1
     echo "$(el) knob $k $b rc=$?"
   done
