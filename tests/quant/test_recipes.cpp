@@ -193,6 +193,9 @@ TEST(LayerShapeRule, AcceptsWhatTheReferenceQuantizesAndNamesWhatItRefuses) {
     EXPECT_NE(e.find("not a multiple of " + std::to_string(b)), std::string::npos) << e;
     EXPECT_NE(e.find("next multiple " + std::to_string(i + b)), std::string::npos) << e;
     EXPECT_EQ(e.find("T (tokens)"), std::string::npos) << e;  // only the dimension that is off
+    const std::string two = layer_shape_error(name, "mlp_up", t + b / 2, off, o);
+    EXPECT_NE(two.find("T (tokens) = " + std::to_string(t + b / 2)), std::string::npos) << two;
+    EXPECT_NE(two.find("are not multiples of " + std::to_string(b)), std::string::npos) << two;
     if (b >= 16 && r != Recipe::fp8_delayed && r != Recipe::fp8_current) {
       const auto x_off = testdata::gaussian(t, off, testdata::fresh_seed());
       EXPECT_THROW(quantize(r, x_off.data(), t, off, QuantOptions{.role = Role::x}), std::invalid_argument) << name;

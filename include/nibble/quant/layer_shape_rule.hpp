@@ -35,17 +35,19 @@ inline std::string layer_shape_error(std::string_view recipe, std::string_view l
   const int64_t b = layer_multiple(recipe);
   if (b <= 0) return "recipe '" + std::string(recipe) + "' is unknown; valid recipes: " + recipe_name_list();
   std::string bad;
+  int n_bad = 0;
   for (const auto& [name, v] : {std::pair<const char*, int64_t>{"T (tokens)", t}, {"in_features", i}, {"out_features", o}}) {
     if (v % b != 0) {
       bad += (bad.empty() ? "" : ", ") + std::string(name) + " = " + std::to_string(v) + " (next multiple " +
              std::to_string((v + b - 1) / b * b) + ")";
+      ++n_bad;
     }
   }
   if (bad.empty()) return {};
-  return std::string(recipe) + " cannot run " + std::string(layer) + ": " + bad + " is not a multiple of " +
-         std::to_string(b) + ", the block every dimension of a linear layer needs under this recipe (each is " +
-         "the inner dimension of one GEMM of the step); pad it to a multiple of " + std::to_string(b) +
-         " or choose another recipe";
+  return std::string(recipe) + " cannot run " + std::string(layer) + ": " + bad +
+         (n_bad > 1 ? " are not multiples of " : " is not a multiple of ") + std::to_string(b) +
+         ", the block every dimension of a linear layer needs under this recipe (each is the inner dimension of "
+         "one GEMM of the step); pad " + (n_bad > 1 ? "them" : "it") + " or choose another recipe";
 }
 
 }  // namespace nibble::quant
