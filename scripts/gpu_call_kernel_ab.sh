@@ -9,7 +9,9 @@
 # TORCH=1 runs torch.compile of the same math on the same tensors (bench/torch_compile_fp{8,4}.py);
 # BENCH=1 then runs nibble bench on the default model (JSON, HTML, CSV); NOISE=1 the bench-noise experiment. Everything lands in $OUT/run,
 # packed into $OUT/run.tgz.
-# BASE=none skips the base tree: new, the knobs, new again (for changes behind A/B knobs).
+# BASE=none skips the base tree: new, the knobs, new again (for changes behind A/B knobs). QUICK=1 (a
+# second call on the warm machine): no ctest and one new-side run, e.g. `BASE=none QUICK=1 TORCH=1`
+# (torch.compile compiles each function per shape: minutes; TORCH_TIMEOUT per script, default 250 s).
 # Usage: BASE=.ab/base|none [KNOBS=...] [TORCH=1] [BENCH=1] [NOISE=1] bash scripts/gpu_call_kernel_ab.sh   (device tool: carry [".ab"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -30,7 +32,8 @@ fi
 { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DNIBBLE_BENCH=ON &&
   cmake --build build-gpu -j 10 -- -k 0; } >"$R/build.txt" 2>&1
 echo "$(el) build rc=$?"; grep -E "error|FAILED" "$R/build.txt" | head -20
-gpu_ctest
+# QUICK=1 (a later call on a warm machine whose tree passed its GPU tests): no ctest, one new-side run.
+[ "${QUICK:-0}" = 1 ] || gpu_ctest
 sides="new"
 if [ -n "$bpid" ]; then
   wait $bpid
@@ -57,7 +60,7 @@ for kb in ${KNOBS:-}; do
     echo "$(el) knob $k $b rc=$?"
   done
 done
-[ -z "$bpid" ] && run_side new  # BASE=none: the new side again after the knobs, so drift shows
+[ -z "$bpid" ] && [ "${QUICK:-0}" != 1 ] && run_side new  # BASE=none: the new side again, so drift shows
 # TORCH=1: torch.compile of the same math on the same tensors in this call (issue 4: never slower than
 # it), after the last new-side kernel run, whose JSON is copied under the names perf_tables.py pairs.
 if [ "${TORCH:-0}" = 1 ]; then
@@ -66,7 +69,8 @@ if [ "${TORCH:-0}" = 1 ]; then
     [ -n "$last" ] && cp "$last" "$R/$b.json"
   done
   for t in fp8 fp4; do
-    timeout 240 python3 bench/torch_compile_$t.py --json "$R/torch_compile_$t.json" >"$R/torch_compile_$t.txt" 2>&1
+    timeout "${TORCH_TIMEOUT:-250}" python3 bench/torch_compile_$t.py --json "$R/torch_compile_$t.json" \
+      >"$R/torch_compile_$t.txt" 2>&1
     echo "$(el) torch.compile $t rc=$?"
   done
   python3 scripts/perf_tables.py "$R" | sed -n '/nibble vs torch.compile/,/slower than/p' | tail -3
