@@ -1,7 +1,7 @@
 // MXFP4 quantizer (1x32, E8M0 scales, OCP or round-up rule, optional stochastic rounding) and the
 // exact MXFP4 -> BF16 decode of the emulated GEMM. One thread per 32-group: four 16-byte loads in
 // flight, fp4::mx_group_packed in registers (quant::quantize_mx_group's expressions with the one-add
-// E2M1 encoder and one Philox block per 4 elements: quartet_fused_group_math.cuh), one 16-byte
+// E2M1 encoder and one Philox block per 4 elements: e2m1_element_math.cuh), one 16-byte
 // store of packed codes. The row + column variant runs the same group math in the 64x128 tile of
 // fp4_rowcol_tile.cuh.
 #include <cstdlib>

@@ -4,7 +4,7 @@
 // One thread owns one rotation block (max(32, size) elements): it loads the block with 16-byte
 // loads, rotates it in registers with the CPU reference's own quant::rotate_block_forward and
 // quantizes it with fp4::quest_group_packed / absmax_forward_group_packed: quant::quest_group's
-// expressions in the same order, with the one-add E2M1 encoder (quartet_fused_group_math.cuh), so
+// expressions in the same order, with the one-add E2M1 encoder (e2m1_element_math.cuh), so
 // results stay bit-identical while the per-element integer work drops from ~25 ops to ~6.
 #include "fp4_kernel_io.cuh"
 #include "quartet_fused_group_math.cuh"

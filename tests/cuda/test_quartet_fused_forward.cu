@@ -3,7 +3,7 @@
 // the MXFP4 planes + trust mask. Fresh random BF16/FP32 data each run (normals times 2^U(-20, 20)
 // per row), rows with all-zero groups, NaN, inf, exact E2M1 ties and huge in-row spreads (so some
 // rows violate the spread-14 condition and must be counted); outputs poisoned with 0xA5 first.
-// Also the one-add E2M1 encoder of quartet_fused_group_math.cuh against fmt::encode_e2m1 on all
+// Also the one-add E2M1 encoder of e2m1_element_math.cuh against fmt::encode_e2m1 on all
 // 2^32 float bit patterns (GPU) and on a dense CPU sample.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
