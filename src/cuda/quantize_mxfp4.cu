@@ -77,10 +77,11 @@ struct MxGroups {
   }
 };
 
-// Which tile the row + column quantizer of BF16 input with nearest rounding uses: the float tile the
-// other cases use, or the BF16 tile (NIBBLE_MXFP4_TILE=bf16, or kBf16TileDefault). The BF16 tile becomes
-// the default once a GPU run has validated and timed it (docs/kernels-fp4.md, session 20).
-constexpr bool kBf16TileDefault = false;
+// Which tile the row + column quantizer of BF16 input with nearest rounding uses: the BF16 tile (the
+// default since session 22: bit-exact in every GPU test and 0.2-1.2% faster than the float tile on an
+// H100, docs/perf/2026-12-05-h100-session22.md) or the float tile the other cases use
+// (NIBBLE_MXFP4_TILE=float).
+constexpr bool kBf16TileDefault = true;
 bool bf16_tile() {
   static const bool on = knobs::is("NIBBLE_MXFP4_TILE", "bf16", kBf16TileDefault);
   return on;

@@ -162,10 +162,10 @@ __global__ void finalize_global_scales(uint32_t* row_bits, uint32_t* col_bits) {
   if (col_bits) *reinterpret_cast<float*>(col_bits) = quant::nvfp4_global_decode_scale(quant::amax_from_bits(*col_bits));
 }
 
-// The amax pass of BF16 input: its chunk staged in shared memory as the encode pass does, or in
-// registers (RegChunk: NIBBLE_NVFP4_AMAX=registers, or kRegisterAmaxDefault; it becomes the default once a
-// GPU run has validated and timed it, docs/kernels-fp4.md, session 20). FP32 chunks are always staged.
-constexpr bool kRegisterAmaxDefault = false;
+// The amax pass of BF16 input: its chunk in registers (RegChunk, the default since session 22: bit-exact
+// in every GPU test, as fast or faster than the staged pass on an H100, docs/perf/2026-12-05-h100-session22.md)
+// or staged in shared memory as the encode pass does (NIBBLE_NVFP4_AMAX=staged). FP32 chunks are always staged.
+constexpr bool kRegisterAmaxDefault = true;
 bool amax_in_registers() {
   static const bool on = knobs::is("NIBBLE_NVFP4_AMAX", "registers", kRegisterAmaxDefault);
   return on;

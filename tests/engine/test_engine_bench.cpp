@@ -25,6 +25,7 @@ workload::Workload small_moe_block() {
   m.ffn = 2048;
   m.heads = 8;
   m.layers = 2;
+  m.vocab = 128;  // required by the workload's validation (no LM head is derived here)
   m.experts = 4;
   m.top_k = 2;
   m.shared_experts = 1;
