@@ -78,9 +78,9 @@ struct MxGroups {
 };
 
 // Which tile the row + column quantizer of BF16 input with nearest rounding uses: the BF16 tile (the
-// default since session 22: bit-exact in every GPU test and 0.2-1.2% faster than the float tile on an
-// H100, docs/perf/2026-12-05-h100-session22.md) or the float tile the other cases use
-// (NIBBLE_MXFP4_TILE=float).
+// default since session 22: bit-exact in every GPU test; ~10% fewer instructions, which pays where the
+// kernel is issue-bound, as on the H200; on an H100 it timed within -1.0% to +1.2% of the float tile,
+// docs/perf/2026-12-05-h100-session22.md) or the float tile the other cases use (NIBBLE_MXFP4_TILE=float).
 constexpr bool kBf16TileDefault = true;
 bool bf16_tile() {
   static const bool on = knobs::is("NIBBLE_MXFP4_TILE", "bf16", kBf16TileDefault);

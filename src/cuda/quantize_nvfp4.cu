@@ -163,7 +163,8 @@ __global__ void finalize_global_scales(uint32_t* row_bits, uint32_t* col_bits) {
 }
 
 // The amax pass of BF16 input: its chunk in registers (RegChunk, the default since session 22: bit-exact
-// in every GPU test, as fast or faster than the staged pass on an H100, docs/perf/2026-12-05-h100-session22.md)
+// in every GPU test; no shared-memory round trip for a pass that reads each word once; on an H100 the
+// whole quantizer timed within -1.5% to +0.7% of the staged pass, docs/perf/2026-12-05-h100-session22.md)
 // or staged in shared memory as the encode pass does (NIBBLE_NVFP4_AMAX=staged). FP32 chunks are always staged.
 constexpr bool kRegisterAmaxDefault = true;
 bool amax_in_registers() {
