@@ -94,7 +94,8 @@ __global__ void __launch_bounds__(tile::kThreads, kMinBlocks)
 // CTAs per SM the launch asks the compiler to fit. By default none (0): ptxas picks 64 registers for
 // the nearest kernel (4 CTAs per SM) and 80 for the stochastic one. 5 caps the nearest kernel at 48
 // registers (ptxas: 20 bytes of spill); ncu (session 18) found the 4-CTA kernel latency-bound (42.5%
-// of cycles with no eligible warp). NIBBLE_MXFP8_MIN_BLOCKS=5 picks the 5-CTA build (the A/B knob).
+// of cycles with no eligible warp). NIBBLE_MXFP8_MIN_BLOCKS=5 picks the 5-CTA build (the A/B knob; on an
+// H100 it was 8-13% slower, docs/perf/2026-12-05-h100-session22.md, so the default stays).
 int min_blocks_knob() {
   static const int n = knobs::integer("NIBBLE_MXFP8_MIN_BLOCKS", 0);
   return n;
