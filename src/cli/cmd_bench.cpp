@@ -45,12 +45,7 @@ bool is_fp4(const std::string& r) { return r == "nvfp4" || r == "mxfp4" || r == 
 
 std::vector<std::string> chosen_recipes(const BenchArgs& a) {
   std::vector<std::string> rs = a.recipes.empty() ? kAllRecipes : a.recipes;
-  for (const auto& r : rs) {
-    if (std::find(kAllRecipes.begin(), kAllRecipes.end(), r) == kAllRecipes.end()) {
-      throw std::invalid_argument(fmt::format("--recipes: unknown recipe '{}'; valid: {}", r,
-                                              fmt::join(kAllRecipes, ", ")));
-    }
-  }
+  for (const auto& r : rs) nibble::quant::require_recipe_name(r, "--recipes");
   std::vector<std::string> out;
   if (std::find(rs.begin(), rs.end(), "bf16") == rs.end()) out.push_back("bf16");  // speedups need it
   for (const auto& r : rs) {

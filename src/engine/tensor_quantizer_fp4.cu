@@ -6,6 +6,7 @@
 #include "device_buffer.hpp"
 #include "nibble/cuda/quantize_fp4.hpp"
 #include "nibble/cuda/quantize_nvfp4.hpp"
+#include "nibble/quant/recipe_list.hpp"
 #include "reencoded_operand.hpp"
 #include "tensor_quantizer.hpp"
 
@@ -109,8 +110,8 @@ std::unique_ptr<TensorQuantizer> make_fp4_tensor_quantizer(const std::string& re
                                                            const QuantizerSettings& settings, cudaStream_t) {
   if (recipe == "mxfp4") return std::make_unique<Mxfp4Reencoded>(src, rows, cols);
   if (recipe == "nvfp4") return std::make_unique<Nvfp4Emulated>(role, src, rows, cols, settings.seed);
-  throw std::invalid_argument("unknown recipe '" + recipe +
-                              "' (valid: bf16, fp8-delayed, fp8-current, fp8-block, mxfp8, nvfp4, mxfp4, quartet)");
+  quant::require_recipe_name(recipe, "FP4 tensor quantizer");
+  throw std::invalid_argument("FP4 tensor quantizer: recipe '" + recipe + "' is not mxfp4 or nvfp4");
 }
 
 }  // namespace nibble::engine

@@ -7,6 +7,7 @@
 
 #include "nibble/predict.hpp"
 #include "nibble/predict/operand_memory.hpp"
+#include "nibble/quant/recipe_list.hpp"
 #include "nibble/cuda/scale_layout.hpp"
 
 namespace nibble::predict {
@@ -91,12 +92,7 @@ std::string_view to_string(TensorRole role) {
 
 OperandMemory operand_memory(std::string_view recipe, TensorRole role, int64_t rows, int64_t cols,
                              bool fp8_tn_only) {
-  const std::vector<std::string> recipes = known_recipes();
-  if (std::find(recipes.begin(), recipes.end(), recipe) == recipes.end()) {
-    std::string list;
-    for (const auto& r : recipes) list += (list.empty() ? "" : ", ") + r;
-    throw std::invalid_argument("memory: unknown recipe '" + std::string(recipe) + "'; known recipes: " + list);
-  }
+  quant::require_recipe_name(recipe, "memory");
   if (rows <= 0 || cols <= 0) {
     throw std::invalid_argument("memory: " + std::string(to_string(role)) + " shape [" + std::to_string(rows) +
                                 ", " + std::to_string(cols) + "] must have positive dimensions");

@@ -16,14 +16,6 @@ constexpr double kE4m3 = 1.0;             // a re-encoded E4M3 operand (its per-
 constexpr double kMask = 1.0 / 8;         // Quartet's trust mask, one bit per element
 constexpr double kBf16 = 2.0;
 
-void check_recipe(std::string_view recipe) {
-  for (std::string_view r : quant::kRecipeNames) {
-    if (r == recipe) return;
-  }
-  throw std::invalid_argument("quantization traffic: recipe '" + std::string(recipe) +
-                              "' is unknown; valid recipes: " + quant::recipe_name_list());
-}
-
 // Quartet's passes (src/engine/quartet_layer.cu): the forward quantizer per operand (Hadamard + QuEST,
 // MXFP4 codes, scales and masks, and on Hopper the E4M3 operand), the backward quantizer of dY (one or
 // both copies), the re-rotation of the saved forward codes (4-bit in, 4-bit out), on Hopper the E4M3
@@ -52,7 +44,7 @@ double quartet_pass_bytes(std::string_view pass, bench::Mode mode, const bench::
 
 double tensor_quant_bytes(std::string_view recipe, TensorRole role, int64_t rows, int64_t cols, bool rowwise,
                           bool colwise, const TrafficOptions& o) {
-  check_recipe(recipe);
+  quant::require_recipe_name(recipe, "quantization traffic");
   const double n = static_cast<double>(rows) * static_cast<double>(cols);
   const double copies = (rowwise ? 1 : 0) + (colwise ? 1 : 0);
   if (copies == 0 || recipe == "bf16") return 0;
@@ -83,7 +75,7 @@ double tensor_quant_bytes(std::string_view recipe, TensorRole role, int64_t rows
 
 double pass_quant_bytes(std::string_view recipe, std::string_view pass, bench::Mode mode, const bench::LinearShape& l,
                         const TrafficOptions& o) {
-  check_recipe(recipe);
+  quant::require_recipe_name(recipe, "quantization traffic");
   if (pass != "fprop" && pass != "dgrad" && pass != "wgrad") {
     throw std::invalid_argument("quantization traffic: pass '" + std::string(pass) +
                                 "' is unknown; use fprop, dgrad or wgrad");

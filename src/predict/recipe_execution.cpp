@@ -42,9 +42,8 @@ Execution execution_for(std::string_view recipe, const GpuSpec& gpu) {
                ? Execution{"fp4-native", native, gpu.fp4_tflops, 0.5 + 1.0 / 32}
                // exact re-encoding in E4M3 with one scale per row (OUTER_VEC_32F)
                : Execution{"fp8-rowwise", std::string(bench::path::emulated_exact_fp8), gpu.fp8_tflops, 1};
-  std::string known;
-  for (const auto& r : known_recipes()) known += (known.empty() ? "" : ", ") + r;
-  throw std::invalid_argument(fmt::format("recipe '{}' is unknown; valid recipes: {}", recipe, known));
+  quant::require_recipe_name(recipe, "prediction");
+  throw std::logic_error(fmt::format("prediction: recipe '{}' has no execution model", recipe));
 }
 
 double quant_bytes(std::string_view recipe, const std::string& pass, bench::Mode mode, const Shape& s,

@@ -2,7 +2,9 @@
 // list that the quant layer, the predictor, the CLI and the Python module read. Header-only, so
 // layers that do not link the quantizers (predict) can use it.
 #pragma once
+#include <algorithm>
 #include <iterator>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +24,18 @@ inline std::string recipe_name_list() {
     s += n;
   }
   return s;
+}
+
+inline bool is_recipe_name(std::string_view name) {
+  return std::find(std::begin(kRecipeNames), std::end(kRecipeNames), name) != std::end(kRecipeNames);
+}
+
+// Throws std::invalid_argument "<where>: unknown recipe 'x'; valid recipes: ..." unless name is a recipe:
+// the one check and wording that every layer taking a recipe name uses.
+inline void require_recipe_name(std::string_view name, std::string_view where) {
+  if (is_recipe_name(name)) return;
+  throw std::invalid_argument(std::string(where) + ": unknown recipe '" + std::string(name) +
+                              "'; valid recipes: " + recipe_name_list());
 }
 
 }  // namespace nibble::quant
