@@ -7,6 +7,7 @@
 #include <string>
 
 #include "nibble/cuda/gemm.hpp"
+#include "nibble/quant/layer_shape_rule.hpp"
 
 namespace nibble::cuda {
 namespace {
@@ -65,10 +66,7 @@ void check_operand(const std::string& name, const GemmOperand& op, const DeviceC
       fail(name + " is bf16 but scale_mode is " + std::string(to_string(op.scale_mode)) +
            ": BF16 operands carry no scale; set scale_mode = none (decode scaled formats before the GEMM)");
     }
-    if (op.k % 8 != 0) {
-      fail(name + ": K = " + std::to_string(op.k) + " gives rows that are not 16-byte aligned in BF16; " +
-           "K % 8 == 0 is required (pad K with zeros)");
-    }
+    if (const std::string e = quant::bf16_gemm_k_error(op.k); !e.empty()) fail(name + ": " + e);
     return;
   }
   // FP8 operand.

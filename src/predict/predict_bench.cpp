@@ -62,10 +62,9 @@ bench::BenchResult predict_bench(const workload::Workload& w, const std::vector<
         if (quantized) {
           const bench::LinearShape l = bench::linear_shape(row);
           e = quant::layer_shape_error(run_as, g.layer, l.t, l.i, l.o);
-        } else if (g.k % 8 != 0) {
-          e = fmt::format("{} {}: K = {} gives rows that are not 16-byte aligned in BF16; K % 8 == 0 is required "
-                          "(pad K with zeros{})", g.layer, g.pass, g.k,
-                          g.layer == "lm_head" ? ": K is the vocabulary here; pass --vocab with a multiple of 8, as "
+        } else if (const std::string k_error = quant::bf16_gemm_k_error(g.k); !k_error.empty()) {
+          e = fmt::format("{} {}: {}{}", g.layer, g.pass, k_error,
+                          g.layer == "lm_head" ? "; K is the vocabulary here: pass --vocab with a multiple of 8, as "
                                                  "frameworks pad it (Megatron to a multiple of 128)"
                                                : "");
         }

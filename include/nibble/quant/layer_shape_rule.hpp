@@ -50,4 +50,13 @@ inline std::string layer_shape_error(std::string_view recipe, std::string_view l
          "one GEMM of the step); pad " + (n_bad > 1 ? "them" : "it") + " or choose another recipe";
 }
 
+// Empty when a BF16 GEMM operand whose inner dimension is k has 16-byte aligned rows (k % 8 == 0), as
+// cuBLASLt needs; otherwise what is wrong and the fix. cuda::gemm refuses such an operand with this text
+// and the predictor marks the same GEMM failed with it (e.g. the BF16 LM head at an unpadded vocabulary).
+inline std::string bf16_gemm_k_error(int64_t k) {
+  if (k % 8 == 0) return {};
+  return "K = " + std::to_string(k) + " gives rows that are not 16-byte aligned in BF16; K % 8 == 0 is required "
+         "(pad K with zeros)";
+}
+
 }  // namespace nibble::quant
