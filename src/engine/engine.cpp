@@ -193,6 +193,10 @@ bench::BenchResult run_bench(const workload::Workload& workload, const EngineOpt
       // The LM head stays in BF16 in every recipe (SPEC section 3): it is timed in BF16 and says so.
       const bool high_precision_layer = layer.name == "lm_head";
       const std::string run_recipe = high_precision_layer ? "bf16" : recipe;
+      // A layer the recipe's blocks do not divide: the same refusal (and words) as a prediction's, in
+      // every mode. (The BF16 LM head is left to cuda::gemm, which refuses only its GEMMs with K % 8 != 0.)
+      const std::string shape_error =
+          high_precision_layer ? std::string() : quant::layer_shape_error(recipe, layer.name, s.t, s.i, s.o);
       for (Mode mode : options.modes) {
         RunnerSettings rs;
         const bool te = mode == Mode::per_gemm && options.te_settings_for_per_gemm;
@@ -203,13 +207,7 @@ bench::BenchResult run_bench(const workload::Workload& workload, const EngineOpt
         std::unique_ptr<LayerRunner> runner;
         std::string setup_error;
         try {
-          // A layer the recipe's blocks do not divide: the same refusal (and words) as a prediction's.
-          // (The BF16 LM head is left to cuda::gemm, which refuses only its GEMMs with K % 8 != 0.)
-          if (!high_precision_layer) {
-            if (std::string e = quant::layer_shape_error(recipe, layer.name, s.t, s.i, s.o); !e.empty()) {
-              throw std::invalid_argument(e);
-            }
-          }
+          if (!shape_error.empty()) throw std::invalid_argument(shape_error);
           // The quantized operands (codes, scales, transposed copies) are the least the runner
           // allocates: refuse the rows before allocating when they cannot fit.
           const auto lm = predict::linear_layer_memory(run_recipe, s.t, s.i, s.o);

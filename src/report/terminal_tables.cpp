@@ -123,26 +123,31 @@ std::string overhead_and_asymmetry(const std::vector<RecipeSummary>& sums, const
     const Mode shown = asym.front().mode;
     std::vector<std::pair<std::string, bench::LinearShape>> layers;
     std::vector<std::string> cols;
+    auto index_of = [](auto& v, const auto& key) {
+      const auto it = std::find(v.begin(), v.end(), key);
+      if (it != v.end()) return static_cast<size_t>(it - v.begin());
+      v.push_back(key);
+      return v.size() - 1;
+    };
+    std::vector<std::vector<std::string>> cells;  // [layer][recipe], filled in one pass over asym
     for (const auto& a : asym) {
       if (a.mode != shown) continue;
-      const std::pair<std::string, bench::LinearShape> key{a.layer, a.shape};
-      if (std::find(layers.begin(), layers.end(), key) == layers.end()) layers.push_back(key);
-      if (std::find(cols.begin(), cols.end(), a.recipe) == cols.end()) cols.push_back(a.recipe);
+      const size_t li = index_of(layers, std::pair<std::string, bench::LinearShape>{a.layer, a.shape});
+      const size_t ci = index_of(cols, a.recipe);
+      if (cells.size() <= li) cells.resize(li + 1);
+      if (cells[li].size() <= ci) cells[li].resize(ci + 1, "-");
+      if (std::isfinite(a.dgrad_over_fprop)) cells[li][ci] = fmt::format("{:.2f}", a.dgrad_over_fprop);
     }
     out += fmt::format("\nfprop vs dgrad per shape, {} (dgrad / fprop time; 1.00 = same cost)\n",
                        bench::to_string(shown));
     out += fmt::format("  {:<36}", "layer (fprop T x I x O)");
     for (const auto& c : cols) out += fmt::format("{:>13}", c);
     out += "\n";
-    for (const auto& [layer, shape] : layers) {
+    for (size_t li = 0; li < layers.size(); ++li) {
+      const auto& [layer, shape] = layers[li];
       out += fmt::format("  {:<36}", fmt::format("{} {}x{}x{}", layer, shape.t, shape.i, shape.o));
-      for (const auto& c : cols) {
-        std::string cell = "-";
-        for (const auto& a : asym)
-          if (a.mode == shown && a.recipe == c && a.layer == layer && a.shape == shape && std::isfinite(a.dgrad_over_fprop))
-            cell = fmt::format("{:.2f}", a.dgrad_over_fprop);
-        out += fmt::format("{:>13}", cell);
-      }
+      for (size_t ci = 0; ci < cols.size(); ++ci)
+        out += fmt::format("{:>13}", ci < cells[li].size() ? cells[li][ci] : "-");
       out += "\n";
     }
   }
