@@ -30,7 +30,7 @@ if [ "$base_src" != none ]; then
   bpid=$!
 fi
 { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DNIBBLE_BENCH=ON &&
-  cmake --build build-gpu -j 10 -- -k 0; } >"$R/build.txt" 2>&1
+  cmake --build build-gpu -j "$([ -n "$bpid" ] && echo 10 || echo 16)" -- -k 0; } >"$R/build.txt" 2>&1
 echo "$(el) build rc=$?"; grep -E "error|FAILED" "$R/build.txt" | head -20
 # QUICK=1 (a later call on a warm machine whose tree passed its GPU tests): no ctest, one new-side run.
 [ "${QUICK:-0}" = 1 ] || gpu_ctest
