@@ -10,6 +10,6 @@ cd "$(dirname "$0")/.."
 source scripts/gpu_call_lib.sh
 { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DNIBBLE_BENCH=OFF -DNIBBLE_TESTS=OFF &&
   cmake --build build-gpu -j 16 --target nibble; } >"$R/build.txt" 2>&1
-echo "$(el) build rc=$?"
+rc=$?; echo "$(el) build rc=$rc"
 gpu_bench_noise_runs build-gpu/nibble
 tar -czf "$OUT/run.tgz" -C "$OUT" run

@@ -31,7 +31,7 @@ if [ "$base_src" != none ]; then
 fi
 { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DNIBBLE_BENCH=ON &&
   cmake --build build-gpu -j "$([ -n "$bpid" ] && echo 10 || echo 16)" -- -k 0; } >"$R/build.txt" 2>&1
-echo "$(el) build rc=$?"; grep -E "error|FAILED" "$R/build.txt" | head -20
+rc=$?; echo "$(el) build rc=$rc"; grep -E "error|FAILED" "$R/build.txt" | head -20
 # QUICK=1 (a later call on a warm machine whose tree passed its GPU tests): no ctest, one new-side run.
 [ "${QUICK:-0}" = 1 ] || gpu_ctest
 sides="new"
@@ -46,7 +46,7 @@ run_side() {
   local dir=build-gpu/bench; [ "$1" = base ] && dir=$tmp/build/bench
   for b in $benches; do
     timeout 100 "$dir/$b" --json "$R/$i-$1-$b.json" >"$R/$i-$1-$b.txt" 2>&1
-    echo "$(el) $i $1 $b rc=$?"
+    rc=$?; echo "$(el) $i $1 $b rc=$rc"
   done
 }
 for side in $sides; do run_side "$side"; done
@@ -57,7 +57,7 @@ for kb in ${KNOBS:-}; do
   for b in $benches; do
     [ -n "$only" ] && [ "$b" != "$only" ] && continue
     env "$k" timeout 100 "build-gpu/bench/$b" --json "$R/knob-$n-$b.json" >"$R/knob-$n-$b.txt" 2>&1
-    echo "$(el) knob $k $b rc=$?"
+    rc=$?; echo "$(el) knob $k $b rc=$rc"
   done
 done
 [ -z "$bpid" ] && [ "${QUICK:-0}" != 1 ] && run_side new  # BASE=none: the new side again, so drift shows
@@ -71,14 +71,14 @@ if [ "${TORCH:-0}" = 1 ]; then
   for t in fp8 fp4; do
     timeout "${TORCH_TIMEOUT:-250}" python3 bench/torch_compile_$t.py --json "$R/torch_compile_$t.json" \
       >"$R/torch_compile_$t.txt" 2>&1
-    echo "$(el) torch.compile $t rc=$?"
+    rc=$?; echo "$(el) torch.compile $t rc=$rc"
   done
   python3 scripts/perf_tables.py "$R" | sed -n '/nibble vs torch.compile/,/slower than/p' | tail -3
 fi
 if [ "${BENCH:-0}" = 1 ]; then
   timeout 150 build-gpu/nibble bench --quiet --json "$R/bench.json" --html "$R/bench.html" --csv "$R/bench.csv" \
     >"$R/bench.txt" 2>&1
-  echo "$(el) bench rc=$?"
+  rc=$?; echo "$(el) bench rc=$rc"
   gpu_bench_summary bench.json
 fi
 # NOISE=1: the row-to-row timing experiment (docs/perf/bench-noise.md) on the new build.

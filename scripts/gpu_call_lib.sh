@@ -13,7 +13,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total 
 gpu_build_and_tests() {
   { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DNIBBLE_BENCH=ON &&
     cmake --build build-gpu -j 16 -- -k 0; } >"$R/build.txt" 2>&1
-  echo "$(el) build rc=$?"; grep -E "error|FAILED" "$R/build.txt" | head -20
+  rc=$?; echo "$(el) build rc=$rc"; grep -E "error|FAILED" "$R/build.txt" | head -20
   gpu_ctest
 }
 
@@ -69,7 +69,7 @@ gpu_bench_noise_runs() {
     local name=$1; shift
     echo "$(el) start $name" >>"$R/marks.txt"
     timeout 240 "$bin" bench --quiet --json "$R/bench-$name.json" "$@" >"$R/bench-$name.txt" 2>&1
-    echo "$(el) $name rc=$?"; echo "$(el) end $name" >>"$R/marks.txt"
+    rc=$?; echo "$(el) $name rc=$rc"; echo "$(el) end $name" >>"$R/marks.txt"
   }
   noise_run default
   noise_run warm --warmup-ms "$ms"

@@ -30,7 +30,7 @@ minutes=$(awk -v s=$(( budget - ($(date +%s) - t0) - 20 )) 'BEGIN { printf "%.2f
 echo "$(el) training budget $minutes min"
 timeout -k 5 $(( budget - ($(date +%s) - t0) )) python3 train/train.py --max-minutes "$minutes" --backend auto \
   --out "$R/train" ${TRAIN_ARGS:-} >"$R/train-stdout.txt" 2>&1
-echo "$(el) train rc=$?"
+rc=$?; echo "$(el) train rc=$rc"
 grep -E "calibration|budget|STOPPED|DIVERGED|truncated|SKIPPED" "$R/train/log.txt" | head -30
 tail -16 "$R/train/log.txt"
 cp "$R/train/results.json" "$OUT/train-results.json" 2>/dev/null

@@ -20,28 +20,28 @@ else
   gpu_build_and_tests
 fi
 b=build-gpu/bench/gpu_quant_fp4_bench
-timeout 100 $b --json "$R/fp4-default.json" >"$R/fp4-default.txt" 2>&1; echo "$(el) fp4 default rc=$?"
+timeout 100 $b --json "$R/fp4-default.json" >"$R/fp4-default.txt" 2>&1; rc=$?; echo "$(el) fp4 default rc=$rc"
 for k in ${KNOBS:-}; do
   n=$(echo "$k" | tr '=' '-')
-  env "$k" timeout 100 $b --json "$R/fp4-$n.json" >"$R/fp4-$n.txt" 2>&1; echo "$(el) fp4 $k rc=$?"
+  env "$k" timeout 100 $b --json "$R/fp4-$n.json" >"$R/fp4-$n.txt" 2>&1; rc=$?; echo "$(el) fp4 $k rc=$rc"
 done
-timeout 90 build-gpu/bench/gpu_quant_fp8_bench --json "$R/fp8.json" >"$R/fp8.txt" 2>&1; echo "$(el) fp8 rc=$?"
+timeout 90 build-gpu/bench/gpu_quant_fp8_bench --json "$R/fp8.json" >"$R/fp8.txt" 2>&1; rc=$?; echo "$(el) fp8 rc=$rc"
 for f in "$R"/fp4-*.txt; do echo "== $(basename "$f")"; grep -E "row\+col|fused|mxfp4 ocp  |copy" "$f" | head -24; done
 timeout 150 build-gpu/nibble bench --quiet --json "$R/bench.json" --html "$R/bench.html" --csv "$R/bench.csv" \
   >"$R/bench.txt" 2>&1
-echo "$(el) bench rc=$?"
+rc=$?; echo "$(el) bench rc=$rc"
 gpu_bench_summary bench.json
 if [ "${EXTRA:-0}" = 1 ]; then
   # Every mode (per-gemm with TE's settings too), a model the predictor was not fitted on, and a shape
   # whose MLP rows cannot fit in GPU memory (refused with the numbers; the run must go on, rc 0).
   timeout 120 build-gpu/nibble bench --quiet --mode all --json "$R/bench-all.json" >"$R/bench-all.txt" 2>&1
-  echo "$(el) bench --mode all rc=$?"
+  rc=$?; echo "$(el) bench --mode all rc=$rc"
   timeout 60 build-gpu/nibble bench --quiet --model llama-3-8b --json "$R/bench-llama-3-8b.json" \
     >"$R/bench-llama-3-8b.txt" 2>&1
-  echo "$(el) bench llama-3-8b rc=$?"
+  rc=$?; echo "$(el) bench llama-3-8b rc=$rc"
   timeout 90 build-gpu/nibble bench --quiet --ffn 4194304 --recipes bf16,fp8-current --iters 3 --warmup 1 \
     --json "$R/bench-oom.json" >"$R/bench-oom.txt" 2>&1
-  echo "$(el) bench oom rc=$? (0 expected)"; grep -m3 -i "memory" "$R/bench-oom.txt"
+  rc=$?; echo "$(el) bench oom rc=$rc (0 expected)"; grep -m3 -i "memory" "$R/bench-oom.txt"
   gpu_bench_summary bench-all.json bench-llama-3-8b.json
 fi
 if [ "${STEP:-0}" = 1 ] && [ "${PY:-0}" = 1 ]; then
@@ -50,19 +50,19 @@ if [ "${STEP:-0}" = 1 ] && [ "${PY:-0}" = 1 ]; then
   timeout 100 python3 bench/step_bench.py --preset codonfm-5b --recipes $all --reps 5 --warmup 2 \
     --bench-json "$R/bench.json" --json "$R/step-codonfm-5b.json" --html "$R/step-codonfm-5b.html" \
     >"$R/step-codonfm-5b.txt" 2>&1
-  echo "$(el) step bench codonfm-5b rc=$?"; grep -E "speedup|step" "$R/step-codonfm-5b.txt" | tail -12
+  rc=$?; echo "$(el) step bench codonfm-5b rc=$rc"; grep -E "speedup|step" "$R/step-codonfm-5b.txt" | tail -12
   timeout 60 build-gpu/nibble bench --quiet --model llama-3-8b --mbs 1 --seq 4096 --json "$R/bench-llama-3-8b-4096.json" \
     >"$R/bench-llama-3-8b-4096.txt" 2>&1
-  echo "$(el) bench llama-3-8b 1x4096 rc=$?"
+  rc=$?; echo "$(el) bench llama-3-8b 1x4096 rc=$rc"
   timeout 80 python3 bench/step_bench.py --preset llama-3-8b --tokens 4096 --seq-len 4096 --recipes $all --reps 5 \
     --warmup 2 --bench-json "$R/bench-llama-3-8b-4096.json" --json "$R/step-llama-3-8b.json" \
     --html "$R/step-llama-3-8b.html" >"$R/step-llama-3-8b.txt" 2>&1
-  echo "$(el) step bench llama-3-8b rc=$?"; grep -E "speedup|step" "$R/step-llama-3-8b.txt" | tail -12
+  rc=$?; echo "$(el) step bench llama-3-8b rc=$rc"; grep -E "speedup|step" "$R/step-llama-3-8b.txt" | tail -12
 fi
 l=$(left)
 if [ "$l" -gt 30 ]; then
   timeout "$l" bash scripts/compute_sanitizer.sh build-gpu >"$R/compute-sanitizer.txt" 2>&1
-  echo "$(el) compute-sanitizer rc=$? (budget ${l}s)"
+  rc=$?; echo "$(el) compute-sanitizer rc=$rc (budget ${l}s)"
   grep -vE ": ok |: n/a " "$R/compute-sanitizer.txt" | head -20
   cp build-gpu/compute-sanitizer/*.log "$R/" 2>/dev/null
 fi
