@@ -4,6 +4,7 @@ rotating inputs, effective bandwidth = (bytes read + written) / median next to a
 of the same input measured in the same run), on the CodonFM-5B tensors."""
 import argparse
 import json
+import os
 
 import torch
 
@@ -27,6 +28,13 @@ def time_it(fn, inputs, reps):
     return q(0.5), q(0.1), q(0.9)
 
 
+def write_json(path, out):
+    """Writes out to path through a temporary file and a rename, so path is either whole or absent."""
+    with open(path + ".tmp", "w") as f:
+        json.dump(out, f, indent=2)
+    os.replace(path + ".tmp", path)
+
+
 def run(cases_for, width=36):
     """cases_for(n) -> [(label, fn(x), bytes)] for a tensor of n elements; prints and --json writes."""
     ap = argparse.ArgumentParser()
@@ -34,7 +42,8 @@ def run(cases_for, width=36):
     ap.add_argument("--reps", type=int, default=30)
     args = ap.parse_args()
     reps = max(20, args.reps)
-    out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "reps": reps, "results": []}
+    out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "reps": reps, "complete": False,
+           "shapes_done": [], "results": []}
     print(f"{'shape':<20} {'function':<{width}} {'median_us':>9} {'p10_us':>9} {'p90_us':>9} {'TB/s':>7} {'vs_copy':>7}")
     for name, r, c in SHAPES:
         n = r * c
@@ -51,7 +60,11 @@ def run(cases_for, width=36):
             out["results"].append({"shape": name, "rows": r, "cols": c, "function": label, "bytes": nbytes,
                                    "median_ms": med, "p10_ms": p10, "p90_ms": p90, "tb_per_s": tbs,
                                    "copy_tb_per_s": copy_tbs, "ratio_to_copy": tbs / copy_tbs})
+        out["shapes_done"].append(name)
+        if args.json:  # what is measured so far, under a name that says so (a timeout keeps it)
+            write_json(args.json + ".partial", out)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=2)
+        out["complete"] = True
+        write_json(args.json, out)
+        os.remove(args.json + ".partial")
         print("wrote", args.json)

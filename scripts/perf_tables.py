@@ -50,9 +50,9 @@ def kernel_table(k, title):
     return out
 
 
-def torch_table(t, title):
+def torch_table(t):
     rows = t.get("results") or t.get("rows") or []
-    out = [f"{title}", "", "| tensor | kernel | median us | ratio to copy |", "|---|---|---|---|"]
+    out = ["| tensor | kernel | median us | ratio to copy |", "|---|---|---|---|"]
     for r in rows:
         med = r.get("median_us", r.get("median_ms", 0) * 1000)
         name = r.get("kernel", r.get("function", r.get("name", "")))
@@ -108,12 +108,16 @@ def main():
                         ("gpu_quant_fp4_bench.json", "FP4/Quartet kernels")):
         if (k := load(d, name)):
             lines += [f"### {title}", ""] + kernel_table(k, title) + [""]
+    torch_runs = []
     for name, title in (("torch_compile_fp8.json", "torch.compile, FP8 family (same run)"),
                         ("torch_compile_fp4.json", "torch.compile, FP4 family (same run)")):
-        if (t := load(d, name)):
-            lines += [f"### {title}", ""] + torch_table(t, title) + [""]
+        t = load(d, name)
+        if not t and (t := load(d, name + ".partial")):  # the script stopped (timeout) after these shapes
+            title += f" -- PARTIAL: only {', '.join(t.get('shapes_done', []))} (the script stopped before the rest)"
+        if t:
+            lines += [f"### {title}", ""] + torch_table(t) + [""]
+            torch_runs.append(t)
     kernels = [k for k in (load(d, "gpu_quant_fp8_bench.json"), load(d, "gpu_quant_fp4_bench.json")) if k]
-    torch_runs = [t for t in (load(d, "torch_compile_fp8.json"), load(d, "torch_compile_fp4.json")) if t]
     if kernels and torch_runs:
         lines += ["### nibble vs torch.compile (same run)", ""] + versus_torch_table(kernels, torch_runs) + [""]
     if (t := load(d, "triton.json")):
