@@ -30,10 +30,13 @@ if [ "$base_src" != none ]; then
   bpid=$!
 fi
 { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DNIBBLE_BENCH=ON &&
-  cmake --build build-gpu -j "$([ -n "$bpid" ] && echo 10 || echo 16)" -- -k 0; } >"$R/build.txt" 2>&1
+  cmake --build build-gpu -j "$([ -n "$bpid" ] && echo 10 || echo 16)" ${BENCH_ONLY:+--target $benches} -- -k 0
+} >"$R/build.txt" 2>&1
 rc=$?; echo "$(el) build rc=$rc"; grep -E "error|FAILED" "$R/build.txt" | head -20
 # QUICK=1 (a later call on a warm machine whose tree passed its GPU tests): no ctest, one new-side run.
-[ "${QUICK:-0}" = 1 ] || gpu_ctest
+# BENCH_ONLY=1 (a short call, a tree whose GPU tests passed elsewhere): builds the two kernel benchmarks
+# only and runs no ctest (new, knobs, new as without it).
+[ "${QUICK:-0}" = 1 ] || [ -n "${BENCH_ONLY:-}" ] || gpu_ctest
 sides="new"
 if [ -n "$bpid" ]; then
   wait $bpid
