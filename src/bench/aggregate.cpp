@@ -188,6 +188,22 @@ std::vector<LinearLayerSum> per_linear_layer(const BenchResult& result) {
   return out;
 }
 
+double bf16_twin_spread(const BenchResult& result) {
+  std::map<std::tuple<std::string, std::string, int64_t, int64_t, int64_t>, double> pre;  // (layer, pass, m, k, n)
+  for (const auto& r : result.rows)
+    if (r.recipe == "bf16" && r.mode == Mode::pre_quantized && r.ok() && r.gemm.median_ms > 0)
+      pre[{r.layer, r.pass, r.m, r.k, r.n}] = r.gemm.median_ms;
+  double spread = kNaN;
+  for (const auto& r : result.rows) {
+    if (r.recipe != "bf16" || r.mode != Mode::step || !r.ok() || !(r.gemm.median_ms > 0)) continue;
+    const auto it = pre.find({r.layer, r.pass, r.m, r.k, r.n});
+    if (it == pre.end()) continue;
+    const double d = std::fabs(r.gemm.median_ms / it->second - 1);
+    spread = std::isnan(spread) ? d : std::max(spread, d);
+  }
+  return spread;
+}
+
 std::vector<Asymmetry> fprop_dgrad_asymmetry(const BenchResult& result) {
   std::vector<Asymmetry> out;
   for (const Row& f : result.rows) {

@@ -142,7 +142,7 @@ std::string to_html(const BenchResult& r) {
   if (r.model.contains("model"))
     out += fmt::format("<p class=note>model: <code>{}</code></p>\n", escape(r.model["model"].dump()));
   out += "<h2>Summary per layer</h2>\n" + summary_rows(sums);
-  if (const auto lines = interpretation_lines(sums); !lines.empty()) {
+  if (const auto lines = interpretation_lines(sums, bench::bf16_twin_spread(r)); !lines.empty()) {
     out += "<h2>What this means</h2>\n<ul>\n";
     for (const std::string& line : lines) out += "<li>" + escape(line) + "</li>\n";
     out += "</ul>\n";

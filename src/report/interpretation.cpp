@@ -9,7 +9,7 @@
 namespace nibble::report {
 
 // What the numbers mean, in words: one sentence per line, no indentation (the renderers add it).
-std::vector<std::string> interpretation_lines(const std::vector<bench::RecipeSummary>& sums) {
+std::vector<std::string> interpretation_lines(const std::vector<bench::RecipeSummary>& sums, double timing_spread) {
   std::vector<std::string> out;
   const bench::RecipeSummary* best = nullptr;
   for (const auto& s : sums)
@@ -29,6 +29,18 @@ std::vector<std::string> interpretation_lines(const std::vector<bench::RecipeSum
                          "speedup of {:.2f}x on the GEMMs (SPEC 7: 1/(1/(3 fw) + 2/(3 bw))).",
                          best->forward_speedup_vs_bf16, best->backward_speedup_vs_bf16,
                          bench::training_speedup(best->forward_speedup_vs_bf16, best->backward_speedup_vs_bf16)));
+    // The runner-up in the same mode: is the order of the two within this run's own timing variation?
+    const bench::RecipeSummary* next = nullptr;
+    for (const auto& s : sums)
+      if (&s != best && s.recipe != "bf16" && s.mode == best->mode && std::isfinite(s.speedup_vs_bf16) &&
+          (!next || s.speedup_vs_bf16 > next->speedup_vs_bf16))
+        next = &s;
+    if (next && std::isfinite(timing_spread) && best->speedup_vs_bf16 / next->speedup_vs_bf16 - 1 < timing_spread)
+      out.push_back(fmt::format("{} and {} ({}) differ by {:.1f}%, less than this run's timing variation: the same "
+                                "BF16 GEMMs, timed in the pre-quantized and the step rows, differ by up to {:.1f}%. "
+                                "One run does not order them; repeat it before choosing.",
+                                best->recipe, next->recipe, bench::to_string(best->mode),
+                                100.0 * (best->speedup_vs_bf16 / next->speedup_vs_bf16 - 1), 100.0 * timing_spread));
   }
   std::set<std::string> said_emulated;  // one line per recipe, not per mode
   for (const auto& s : sums) {

@@ -191,9 +191,9 @@ std::string sequence_table(const std::vector<RecipeSummary>& sums) {
 }
 
 // What the numbers mean, in words (the same lines as the HTML report's).
-std::string interpretation(const std::vector<RecipeSummary>& sums) {
+std::string interpretation(const std::vector<RecipeSummary>& sums, const BenchResult& r) {
   std::string out = "\nwhat this means\n";
-  for (const std::string& line : interpretation_lines(sums)) out += "  " + line + "\n";
+  for (const std::string& line : interpretation_lines(sums, bench::bf16_twin_spread(r))) out += "  " + line + "\n";
   return out;
 }
 
@@ -227,7 +227,7 @@ std::string render_terminal(const BenchResult& r) {
   out += summary_table(sums, r);
   out += overhead_and_asymmetry(sums, r);
   out += sequence_table(sums);
-  out += interpretation(sums);
+  out += interpretation(sums, r);
   for (const Row& x : r.rows)
     if (!x.ok())
       out += fmt::format("  FAILED {} {} {} ({}): {}\n", x.layer, x.pass, x.recipe, bench::to_string(x.mode), x.error);

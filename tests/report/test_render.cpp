@@ -169,5 +169,40 @@ TEST(Compare, SideBySideRatios) {
   EXPECT_FALSE(has(render_comparison(a, b), "timed as one sequence"));
 }
 
+// The run's own timing variation: BF16's GEMMs timed in the pre-quantized and the step rows. When the
+// fastest two recipes are closer than it, the interpretation says one run cannot order them.
+TEST(Interpretation, FastestTwoWithinTheRunsTimingVariation) {
+  BenchResult r = sample();
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
+  const double off = std::uniform_real_distribution<double>(0.02, 0.2)(rng);
+  bool first = true;
+  for (auto& row : r.rows) {
+    if (row.recipe != "bf16" || row.mode != Mode::step) continue;
+    for (const auto& pre : r.rows)
+      if (pre.recipe == "bf16" && pre.mode == Mode::pre_quantized && pre.layer == row.layer && pre.pass == row.pass &&
+          pre.m == row.m && pre.k == row.k && pre.n == row.n)
+        row.gemm.median_ms = pre.gemm.median_ms * (first ? 1 - off : 1 + off / 2);  // the largest: -off
+    first = false;
+  }
+  EXPECT_NEAR(bench::bf16_twin_spread(r), off, 1e-12);
+  // Without BF16 step rows there is nothing to measure the variation with.
+  BenchResult no_step = r;
+  std::erase_if(no_step.rows, [](const bench::Row& row) { return row.recipe == "bf16" && row.mode == Mode::step; });
+  EXPECT_TRUE(std::isnan(bench::bf16_twin_spread(no_step)));
+
+  std::vector<bench::RecipeSummary> sums(3);
+  sums[0].recipe = "bf16", sums[1].recipe = "fp8-delayed", sums[2].recipe = "fp8-current";
+  for (auto& s : sums) s.mode = Mode::step, s.path = "native";
+  sums[0].speedup_vs_bf16 = 1.0, sums[1].speedup_vs_bf16 = 1.70, sums[2].speedup_vs_bf16 = 1.66;  // 2.4% apart
+  auto said = [&](double spread) {
+    for (const auto& line : interpretation_lines(sums, spread))
+      if (has(line, "fp8-delayed and fp8-current (step) differ by 2.4%") && has(line, "repeat it")) return true;
+    return false;
+  };
+  EXPECT_TRUE(said(0.05));
+  EXPECT_FALSE(said(0.02));
+  EXPECT_FALSE(said(bench::kNaN));
+}
+
 }  // namespace
 }  // namespace nibble::report

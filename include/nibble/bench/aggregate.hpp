@@ -82,6 +82,13 @@ std::vector<RecipeSummary> summarize(const BenchResult& result);
 std::vector<LinearLayerSum> per_linear_layer(const BenchResult& result);
 std::vector<Asymmetry> fprop_dgrad_asymmetry(const BenchResult& result);
 
+// This run's timing variation, measured in the run itself: BF16 quantizes nothing, so its GEMMs in the
+// pre-quantized rows and in the step rows are the same work timed twice (per-gemm mode may change their
+// layouts, so it does not count). The largest |step / pre-quantized - 1| of their GEMM medians over the
+// rows that succeeded; NaN when no GEMM was timed both ways.
+// (On a power-capped GPU the clock moves between rows: docs/perf/bench-noise.md.)
+double bf16_twin_spread(const BenchResult& result);
+
 // The summary for (recipe, mode), or nullptr.
 const RecipeSummary* find_summary(const std::vector<RecipeSummary>& summaries,
                                   std::string_view recipe, Mode mode);
