@@ -33,7 +33,7 @@ inline int64_t layer_multiple(std::string_view recipe) {
 inline std::string layer_shape_error(std::string_view recipe, std::string_view layer, int64_t t, int64_t i,
                                      int64_t o) {
   const int64_t b = layer_multiple(recipe);
-  if (b <= 0) return "recipe '" + std::string(recipe) + "' is unknown; valid recipes: " + recipe_name_list();
+  if (b <= 0) return "unknown recipe '" + std::string(recipe) + "'; valid recipes: " + recipe_name_list();
   std::string bad;
   int n_bad = 0;
   for (const auto& [name, v] : {std::pair<const char*, int64_t>{"T (tokens)", t}, {"in_features", i}, {"out_features", o}}) {
