@@ -204,6 +204,8 @@ double bf16_twin_spread(const BenchResult& result) {
   return spread;
 }
 
+RunVariation run_variation(const BenchResult& result) { return {bf16_twin_spread(result), result.clocks}; }
+
 std::vector<Asymmetry> fprop_dgrad_asymmetry(const BenchResult& result) {
   std::vector<Asymmetry> out;
   for (const Row& f : result.rows) {

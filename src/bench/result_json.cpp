@@ -251,6 +251,46 @@ SequenceTiming sequence_from_json(const json& j, const std::string& where) {
   return q;
 }
 
+// gpu_info.clocks_during_run: the summary of the clock monitor's samples (clock_record.hpp).
+json clocks_json(const ClockRecord& c) {
+  json j = {{"available", c.available}, {"source", c.source}};
+  if (!c.available) return j;
+  j["samples"] = c.samples;
+  j["sm_clock_mhz_min"] = c.sm_clock_mhz_min;
+  j["sm_clock_mhz_median"] = c.sm_clock_mhz_median;
+  j["sm_clock_mhz_max"] = c.sm_clock_mhz_max;
+  j["power_w_max"] = c.power_w_max;
+  j["power_capped_fraction"] = c.power_capped_fraction;
+  j["thermal_fraction"] = c.thermal_fraction;
+  return j;
+}
+ClockRecord clocks_from_json(const json& j) {
+  const std::string w = "gpu_info.clocks_during_run";
+  if (!j.is_object()) throw std::invalid_argument(fmt::format("{}: expected an object, got {}", w, j.dump()));
+  ClockRecord c;
+  const json& a = field(j, "available", w);
+  if (!a.is_boolean()) throw std::invalid_argument(fmt::format("{}.available: expected true or false, got {}", w, a.dump()));
+  c.available = a.get<bool>();
+  c.source = get_string_or(j, "source", w, "");
+  if (!c.available) return c;
+  c.samples = get_count_or(j, "samples", w, 0);
+  c.sm_clock_mhz_min = get_number(j, "sm_clock_mhz_min", w);
+  c.sm_clock_mhz_median = get_number(j, "sm_clock_mhz_median", w);
+  c.sm_clock_mhz_max = get_number(j, "sm_clock_mhz_max", w);
+  c.power_w_max = get_number_or(j, "power_w_max", w, 0);
+  c.power_capped_fraction = get_number(j, "power_capped_fraction", w);
+  c.thermal_fraction = get_number_or(j, "thermal_fraction", w, 0);
+  for (const double f : {c.power_capped_fraction, c.thermal_fraction})
+    if (!(f >= 0 && f <= 1))
+      throw std::invalid_argument(fmt::format("{}: a fraction of samples must lie in [0, 1], got {}", w, f));
+  if (!(c.samples > 0 && c.sm_clock_mhz_min <= c.sm_clock_mhz_median && c.sm_clock_mhz_median <= c.sm_clock_mhz_max))
+    throw std::invalid_argument(fmt::format("{}: available with {} samples and SM clock min/median/max {}/{}/{}: "
+                                            "expected samples > 0 and min <= median <= max",
+                                            w, c.samples, c.sm_clock_mhz_min, c.sm_clock_mhz_median,
+                                            c.sm_clock_mhz_max));
+  return c;
+}
+
 }  // namespace
 
 json to_json(const BenchResult& result) {
@@ -290,7 +330,8 @@ json to_json(const BenchResult& result) {
             {"memory_bandwidth_gbs", g.memory_bandwidth_gbs},
             {"driver_version", g.driver_version},
             {"cuda_version", g.cuda_version},
-            {"cublaslt_version", g.cublaslt_version}}},
+            {"cublaslt_version", g.cublaslt_version},
+            {"clocks_during_run", clocks_json(result.clocks)}}},
           {"command_line", result.command_line},
           {"date", result.date},
           {"model", result.model},
@@ -335,6 +376,11 @@ BenchResult result_from_json(const json& j) {
     r.gpu.driver_version = get_string_or(g, "driver_version", w, "");
     r.gpu.cuda_version = get_string_or(g, "cuda_version", w, "");
     r.gpu.cublaslt_version = get_string_or(g, "cublaslt_version", w, "");
+    if (g.contains("clocks_during_run")) {
+      r.clocks = clocks_from_json(g["clocks_during_run"]);
+    } else if (!r.predicted) {
+      r.clocks.source = "this file has no gpu_info.clocks_during_run (written before nibble recorded clocks)";
+    }
   }
   r.command_line = get_string_or(j, "command_line", top, "");
   r.date = get_string_or(j, "date", top, "");

@@ -6,6 +6,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "clock_monitor.hpp"
 #include "device_buffer.hpp"
 #include "memory_check.hpp"
 #include "layer_runner.hpp"
@@ -126,6 +127,9 @@ bench::BenchResult run_bench(const workload::Workload& workload, const EngineOpt
   if (!query_gpu(gpu)) throw std::runtime_error("no CUDA device found: use --gpu NAME to predict instead");
   cudaStream_t stream = nullptr;
   NIBBLE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  int device = 0;
+  NIBBLE_CUDA_CHECK(cudaGetDevice(&device));
+  ClockMonitor clocks(device);  // samples the SM clock, power and throttle reasons until the sweep ends
 
   bench::BenchResult result;
   result.gpu = to_bench_gpu(gpu);
@@ -297,6 +301,7 @@ bench::BenchResult run_bench(const workload::Workload& workload, const EngineOpt
     }
   }
   bench::fill_bounds(result);
+  result.clocks = clocks.stop();
   cudaStreamDestroy(stream);
   return result;
 }

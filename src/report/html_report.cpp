@@ -139,10 +139,11 @@ std::string to_html(const BenchResult& r) {
                      escape(g.cublaslt_version), escape(r.date), escape(r.command_line), r.tokens,
                      r.layers, escape(r.baseline_recipe), r.copy_bandwidth_gbs / 1000,
                      r.predicted ? "assumed" : "measured");
+  if (!r.predicted) out += "<p class=note>GPU clocks during the run: " + escape(bench::clock_record_text(r.clocks)) + "</p>\n";
   if (r.model.contains("model"))
     out += fmt::format("<p class=note>model: <code>{}</code></p>\n", escape(r.model["model"].dump()));
   out += "<h2>Summary per layer</h2>\n" + summary_rows(sums);
-  if (const auto lines = interpretation_lines(sums, bench::bf16_twin_spread(r)); !lines.empty()) {
+  if (const auto lines = interpretation_lines(sums, bench::run_variation(r)); !lines.empty()) {
     out += "<h2>What this means</h2>\n<ul>\n";
     for (const std::string& line : lines) out += "<li>" + escape(line) + "</li>\n";
     out += "</ul>\n";

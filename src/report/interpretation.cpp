@@ -9,8 +9,10 @@
 namespace nibble::report {
 
 // What the numbers mean, in words: one sentence per line, no indentation (the renderers add it).
-std::vector<std::string> interpretation_lines(const std::vector<bench::RecipeSummary>& sums, double timing_spread) {
+std::vector<std::string> interpretation_lines(const std::vector<bench::RecipeSummary>& sums,
+                                              const bench::RunVariation& variation) {
   std::vector<std::string> out;
+  const double timing_spread = variation.timing_spread;
   const bench::RecipeSummary* best = nullptr;
   for (const auto& s : sums)
     if (s.recipe != "bf16" && std::isfinite(s.speedup_vs_bf16) && bench::is_autocast(s.mode) &&
@@ -69,6 +71,16 @@ std::vector<std::string> interpretation_lines(const std::vector<bench::RecipeSum
                                "gaps); trust the sequence"
                              : "in a step the pieces help each other (operands still in L2, no idle gaps); the parts "
                                "overstate its cost"));
+  if (bench::clocks_varied(variation.clocks)) {
+    const bench::ClockRecord& c = variation.clocks;
+    out.push_back(fmt::format("the GPU's clocks moved during this run (SM clock {:.0f}-{:.0f} MHz, at its power cap in "
+                              "{:.0f}% of {} samples{}): rows timed at different moments ran at different clocks, so "
+                              "differences of a few percent between rows are within this run's own variation "
+                              "(docs/perf/bench-noise.md).",
+                              c.sm_clock_mhz_min, c.sm_clock_mhz_max, 100.0 * c.power_capped_fraction, c.samples,
+                              c.thermal_fraction > 0 ? fmt::format(", thermally slowed in {:.0f}%", 100.0 * c.thermal_fraction)
+                                                     : std::string()));
+  }
   for (const auto& s : sums)
     if (s.failed_rows)
       out.push_back(fmt::format("{} ({}): {} GEMMs failed (see the rows); its sums leave them out and its "

@@ -193,7 +193,7 @@ std::string sequence_table(const std::vector<RecipeSummary>& sums) {
 // What the numbers mean, in words (the same lines as the HTML report's).
 std::string interpretation(const std::vector<RecipeSummary>& sums, const BenchResult& r) {
   std::string out = "\nwhat this means\n";
-  for (const std::string& line : interpretation_lines(sums, bench::bf16_twin_spread(r))) out += "  " + line + "\n";
+  for (const std::string& line : interpretation_lines(sums, bench::run_variation(r))) out += "  " + line + "\n";
   return out;
 }
 
@@ -221,6 +221,7 @@ std::string render_terminal(const BenchResult& r) {
   if (r.copy_bandwidth_gbs > 0)
     out += fmt::format("copy bandwidth {} {:.2f} TB/s\n", r.predicted ? "assumed" : "measured",
                        r.copy_bandwidth_gbs / 1000);
+  if (!r.predicted) out += "GPU clocks during the run: " + bench::clock_record_text(r.clocks) + "\n";
   const auto recipes = bench::recipes_in(r);
   for (Mode mode : bench::modes_in(r)) out += pass_tables(r, mode, recipes);
   const auto sums = bench::summarize(r);

@@ -68,6 +68,11 @@ TEST(EngineSequences, EveryLayerTimedAsOneSequenceAndSummed) {
     EXPECT_EQ(found, 1) << row.layer << " " << row.recipe << " " << bench::to_string(row.mode);
   }
   EXPECT_EQ(r.sequences.size(), layers_with_rows);
+  // The clock monitor sampled the GPU through NVML while the sweep ran (the driver installs NVML).
+  EXPECT_TRUE(r.clocks.available) << r.clocks.source;
+  EXPECT_GT(r.clocks.samples, 0);
+  EXPECT_GT(r.clocks.sm_clock_mhz_min, 0);
+  EXPECT_LE(r.clocks.sm_clock_mhz_max, 5000);
   for (const auto& s : bench::summarize(r)) {
     EXPECT_TRUE(std::isfinite(s.sequence_layer_ms)) << s.recipe << " " << bench::to_string(s.mode);
     EXPECT_TRUE(std::isfinite(s.sequence_speedup_vs_bf16)) << s.recipe;

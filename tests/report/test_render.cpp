@@ -195,13 +195,52 @@ TEST(Interpretation, FastestTwoWithinTheRunsTimingVariation) {
   for (auto& s : sums) s.mode = Mode::step, s.path = "native";
   sums[0].speedup_vs_bf16 = 1.0, sums[1].speedup_vs_bf16 = 1.70, sums[2].speedup_vs_bf16 = 1.66;  // 2.4% apart
   auto said = [&](double spread) {
-    for (const auto& line : interpretation_lines(sums, spread))
+    for (const auto& line : interpretation_lines(sums, {spread, {}}))
       if (has(line, "fp8-delayed and fp8-current (step) differ by 2.4%") && has(line, "repeat it")) return true;
     return false;
   };
   EXPECT_TRUE(said(0.05));
   EXPECT_FALSE(said(0.02));
   EXPECT_FALSE(said(bench::kNaN));
+}
+
+// The GPU's clocks during the run (the engine's NVML samples): the header says what they did, and when they
+// moved, a "what this means" line says so; a prediction shows neither.
+TEST(Interpretation, ClocksThatMovedGetALineAndTheHeaderSaysWhatTheyDid) {
+  BenchResult r = sample();
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
+  std::vector<bench::ClockSample> samples(200);
+  const double capped = std::uniform_real_distribution<double>(0.3, 1.0)(rng);
+  for (size_t i = 0; i < samples.size(); ++i) {
+    samples[i].sm_clock_mhz = std::uniform_real_distribution<double>(1100, 1980)(rng);
+    samples[i].power_w = std::uniform_real_distribution<double>(300, 700)(rng);
+    samples[i].reasons = i < capped * samples.size() ? bench::clock_reason::kSwPowerCap : 0;
+  }
+  r.clocks = bench::summarize_clock_samples(samples, "NVML, every 50 ms");
+  ASSERT_TRUE(bench::clocks_varied(r.clocks));
+  const std::string text = bench::clock_record_text(r.clocks);
+  const std::string t = render_terminal(r);
+  EXPECT_TRUE(has(t, "GPU clocks during the run: " + text + "\n")) << t;
+  EXPECT_TRUE(has(to_html(r), "GPU clocks during the run: " + text)) << text;
+  auto clock_line = [](const std::vector<std::string>& lines) {
+    for (const auto& line : lines)
+      if (has(line, "clocks moved during this run")) return line;
+    return std::string();
+  };
+  const std::string line = clock_line(interpretation_lines(bench::summarize(r), bench::run_variation(r)));
+  EXPECT_TRUE(has(line, fmt::format("at its power cap in {:.0f}% of 200 samples", 100.0 * r.clocks.power_capped_fraction)))
+      << line;
+  EXPECT_TRUE(has(t, "  " + line + "\n"));
+  // Steady clocks below any limit: no line. No samples: no line, and the header says why.
+  for (auto& s : samples) s.sm_clock_mhz = 1980, s.reasons = 0;
+  r.clocks = bench::summarize_clock_samples(samples, "NVML, every 50 ms");
+  EXPECT_FALSE(bench::clocks_varied(r.clocks));
+  EXPECT_EQ(clock_line(interpretation_lines(bench::summarize(r), bench::run_variation(r))), "");
+  r.clocks = bench::summarize_clock_samples({}, "NVML not loaded (no driver)");
+  EXPECT_TRUE(has(render_terminal(r), "GPU clocks during the run: not recorded: NVML not loaded (no driver)\n"));
+  r.predicted = true;
+  EXPECT_FALSE(has(render_terminal(r), "GPU clocks during the run"));
+  EXPECT_FALSE(has(to_html(r), "GPU clocks during the run"));
 }
 
 }  // namespace

@@ -89,6 +89,14 @@ std::vector<Asymmetry> fprop_dgrad_asymmetry(const BenchResult& result);
 // (On a power-capped GPU the clock moves between rows: docs/perf/bench-noise.md.)
 double bf16_twin_spread(const BenchResult& result);
 
+// What may move this run's timings besides the recipes themselves: the BF16 twin spread above and the GPU's
+// clocks during the run (both NaN / unavailable for a prediction).
+struct RunVariation {
+  double timing_spread = kNaN;
+  ClockRecord clocks;
+};
+RunVariation run_variation(const BenchResult& result);
+
 // The summary for (recipe, mode), or nullptr.
 const RecipeSummary* find_summary(const std::vector<RecipeSummary>& summaries,
                                   std::string_view recipe, Mode mode);

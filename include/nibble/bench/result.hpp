@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "nibble/bench/clock_record.hpp"
+
 namespace nibble::bench {
 
 // How a GEMM was timed (SPEC section 6).
@@ -140,6 +142,7 @@ struct BenchResult {
   std::vector<MemoryUsage> memory;
   std::vector<SequenceTiming> sequences;  // measured runs only (a prediction has none)
   std::vector<std::string> notes;    // free text the engine wants a reader to see
+  ClockRecord clocks;                // the GPU's clocks during a measured run (JSON gpu_info.clocks_during_run)
 };
 
 // Layers that occur once per model rather than once per transformer block; used when a file has

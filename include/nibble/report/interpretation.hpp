@@ -9,9 +9,10 @@
 
 namespace nibble::report {
 
-// timing_spread: bench::bf16_twin_spread of the result (NaN: unknown). When the fastest two recipes of
-// the fastest mode differ by less than it, a line says one run cannot order them.
+// variation: bench::run_variation of the result (default: unknown). When the fastest two recipes of the
+// fastest mode differ by less than its timing spread, a line says one run cannot order them; when the
+// clocks moved (bench::clocks_varied), a line says how.
 std::vector<std::string> interpretation_lines(const std::vector<bench::RecipeSummary>& sums,
-                                              double timing_spread = bench::kNaN);
+                                              const bench::RunVariation& variation = {});
 
 }  // namespace nibble::report
