@@ -34,7 +34,7 @@ prof nvfp4-encode 'nvfp4_encode_kernelItLb0E' 'nvfp4 1x16 row+col (rht col)'
 prof nvfp4-encode-sr 'nvfp4_encode_kernelItLb1E' 'nvfp4 1x16 row+col sr'
 prof quartet-bwd-rowcol-sr 'QuartetGroupsILi32ELb1EEENS1_11DenseLoaderIt' 'quartet bwd row+col sr'
 prof mxfp4-rowcol 'kernel_bf16' 'mxfp4 ocp row+col'
-prof quartet-fwd-fused 'quartet_forward_e4m3_kernelILi32ELb0E' 'quartet fwd fused -> mxfp4+mask+e4m3'
+prof quartet-fwd-fused 'quartet_forward_e4m3_kernelILi32E' 'quartet fwd fused -> mxfp4+mask+e4m3'
 prof quartet-epilogue 'quartet_epilogue_kernel' 'quartet epilogue'
 prof reencode-row 'reencode_mxfp4_e4m3_kernel' 'reencode mxfp4->e4m3 row'
 prof mxfp8-rowcol 'quantize_mxfp8_kernelILb0ELi0E' fp8
