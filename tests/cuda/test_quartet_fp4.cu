@@ -419,6 +419,34 @@ TEST(Mxfp4, RowColMatchesReference) {
   }
 }
 
+// The BF16 tile runs persistent and double-buffered: a grid of resident CTAs walks the tiles, loading the
+// next while it computes the current one. The shapes above have fewer tiles than an H100/H200 holds CTAs
+// (132 SMs x 5), so each CTA saw one tile; here 65 x 21 = 1365 tiles (the last tile column 32 wide) make
+// every CTA load into both buffers and reuse them.
+TEST(Mxfp4, RowColPersistentTilesMatchReference) {
+  NIBBLE_REQUIRE_GPU();
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
+  const Shape s{4160, 2592};
+  const auto x = make_input(s.rows, s.cols, rng, true);
+  const auto xf = to_float(x);
+  const auto xt = transpose(xf, s.rows, s.cols);
+  DeviceBuffer<uint16_t> dx(x.size());
+  dx.upload(x);
+  for (auto rule : {quant::MxScaleRule::ocp, quant::MxScaleRule::round_up}) {
+    SCOPED_TRACE(::testing::Message() << "round_up " << (rule == quant::MxScaleRule::round_up));
+    const quant::SrKey nearest{false, 0, quant::kStreamMx};
+    DeviceBuffer<uint8_t> rc(x.size() / 2), rs(x.size() / 32), cc(x.size() / 2), cs(x.size() / 32);
+    const char* path = cuda::quantize_mxfp4_rowcol(dx.p, cuda::Fp4DenseType::bf16, s.rows, s.cols, rule, nearest,
+                                                   {rc.p, rs.p, nullptr}, {cc.p, cs.p, nullptr}, nullptr);
+    NIBBLE_CUDA_CHECK(cudaDeviceSynchronize());
+    EXPECT_NE(std::string(path).find("BF16 smem tile"), std::string::npos) << path;
+    expect_mxfp4("persistent row-wise",
+                 quant::quantize_mx(xf.data(), s.rows, s.cols, quant::ElementFormat::e2m1, rule, nearest), rc, rs, xf);
+    expect_mxfp4("persistent column-wise",
+                 quant::quantize_mx(xt.data(), s.cols, s.rows, quant::ElementFormat::e2m1, rule, nearest), cc, cs, xt);
+  }
+}
+
 TEST(Fp4Preconditions, ClearErrorsBeforeLaunch) {
   // Host-side checks run before any device work, so they are testable without a GPU too.
   uint8_t* fake = reinterpret_cast<uint8_t*>(uintptr_t{256});
