@@ -18,10 +18,8 @@
 // (2 rows x 4 groups) then hit 8 distinct 16-byte bank groups, and column reads of a warp (16
 // consecutive columns x both halves) hit 32 distinct banks.
 #pragma once
-#include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdint>
 
 #include "env_knobs.hpp"
@@ -350,14 +348,17 @@ struct Bf16TileLoader {
 };
 static_assert(DenseLoader<uint16_t>::kRowsPerPass == 16, "Bf16TileLoader::park splits row_base at 16-row passes");
 
-// Both copies of one BF16 tile parked in `smem` (b16 layout): the row-wise groups (lane = row / group) and
-// the column-wise ones (lane = column / 32-row half), as the float tile's kernel writes them.
-template <class Groups>
-__device__ __forceinline__ void bf16_tile_copies(const uint8_t* smem, const TileOrigin& t, int64_t rows, int64_t cols,
-                                                 const Groups& groups, const Mxfp4Planes& rowwise,
-                                                 const Mxfp4Planes& colwise) {
+template <class Groups, class Loader, int kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
+    kernel_bf16(Loader load, int64_t rows, int64_t cols, Groups groups, Mxfp4Planes rowwise, Mxfp4Planes colwise) {
+  __shared__ __align__(16) uint8_t smem[b16::kBytes];
+  const TileOrigin t = tile_origin(rows, cols);
   const int64_t row0 = t.row0, col0 = t.col0;
   const Extent e = t.e;
+  typename Loader::Regs g;
+  load.fetch(g, row0, col0, e);
+  load.park(smem, g, e);
+  __syncthreads();
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
   uint32_t w[16];
   if (rowwise.codes != nullptr) {
@@ -381,79 +382,15 @@ __device__ __forceinline__ void bf16_tile_copies(const uint8_t* smem, const Tile
     if (c < e.cols && h * 32 < e.rows) {
       const uint8_t* col = smem + b16::at(h * 32, c);  // rows h*32 + i lie kRowBytes apart
 #pragma unroll
-      for (int i = 0; i < 16; ++i) {
-        const uint32_t lo = *reinterpret_cast<const uint16_t*>(col + (2 * i) * b16::kRowBytes);
-        const uint32_t hi = *reinterpret_cast<const uint16_t*>(col + (2 * i + 1) * b16::kRowBytes);
+      for (int t = 0; t < 16; ++t) {
+        const uint32_t lo = *reinterpret_cast<const uint16_t*>(col + (2 * t) * b16::kRowBytes);
+        const uint32_t hi = *reinterpret_cast<const uint16_t*>(col + (2 * t + 1) * b16::kRowBytes);
         // An opaque byte permute: with lo | (hi << 16) the compiler kept all 32 halves live for the
         // rare fallback's unpacking, and spilled them.
-        w[i] = fp4::prmt(lo, hi, 0x5410);
+        w[t] = fp4::prmt(lo, hi, 0x5410);
       }
       groups.apply_pairs(w, static_cast<uint64_t>((col0 + c) * rows + row0 + h * 32), colwise.codes, colwise.scales);
     }
-  }
-}
-
-template <class Groups, class Loader, int kMinBlocks>
-__global__ void __launch_bounds__(kThreads, kMinBlocks)
-    kernel_bf16(Loader load, int64_t rows, int64_t cols, Groups groups, Mxfp4Planes rowwise, Mxfp4Planes colwise) {
-  __shared__ __align__(16) uint8_t smem[b16::kBytes];
-  const TileOrigin t = tile_origin(rows, cols);
-  typename Loader::Regs g;
-  load.fetch(g, t.row0, t.col0, t.e);
-  load.park(smem, g, t.e);
-  __syncthreads();
-  bf16_tile_copies(smem, t, rows, cols, groups, rowwise, colwise);
-}
-
-// ---- the BF16 tile, persistent and double-buffered --------------------------------------------------
-// kernel_bf16 loads its tile, waits, then computes: while an SM's CTAs compute, none of its loads are in
-// flight, and ncu (session 24, H100) found the MXFP4 row+col tile with only 56% of its issue slots busy:
-// latency-bound, not issue-bound. Here a grid of (resident CTAs) walks the tiles row-major (tile t, then
-// t + gridDim.x, ...) and copies tile t + gridDim.x into its second buffer with cp.async (16 bytes a copy,
-// straight into the park's layout, no registers) while it computes tile t. Same outputs, same order of
-// writes within a tile; only when each tile is loaded changes.
-
-// Tile `tile` (row-major over the grid of tiles) of an rows x cols tensor.
-__device__ __forceinline__ TileOrigin tile_at(int64_t tile, int64_t tiles_c, int64_t rows, int64_t cols) {
-  const int64_t row0 = (tile / tiles_c) * kRows, col0 = (tile % tiles_c) * kCols;
-  return {row0, col0,
-          Extent{static_cast<int>(rows - row0 < kRows ? rows - row0 : kRows),
-                 static_cast<int>(cols - col0 < kCols ? cols - col0 : kCols)}};
-}
-// Starts the copies of tile t into `smem` (Bf16TileLoader's chunks and layout); the caller commits.
-__device__ __forceinline__ void copy_bf16_tile_async(uint8_t* smem, const uint16_t* __restrict__ x, int64_t cols,
-                                                     const TileOrigin& t) {
-  using D = DenseLoader<uint16_t>;
-  const int r0 = D::first_row(), ch = D::chunk();
-  if (ch * D::kPer >= t.e.cols) return;
-  const uint16_t* p = x + (t.row0 + r0) * cols + t.col0 + ch * D::kPer;
-  uint8_t* base = smem + b16::row_base(r0) + b16::chunk_at(ch);  // row_base splits at 16-row passes
-#pragma unroll
-  for (int i = 0; i < D::kIters; ++i) {
-    if (r0 + i * D::kRowsPerPass < t.e.rows) {
-      __pipeline_memcpy_async(base + b16::row_base(i * D::kRowsPerPass), p + i * D::kRowsPerPass * cols, 16);
-    }
-  }
-}
-
-template <class Groups, int kMinBlocks>
-__global__ void __launch_bounds__(kThreads, kMinBlocks)
-    kernel_bf16_pipelined(const uint16_t* __restrict__ x, int64_t rows, int64_t cols, Groups groups,
-                          Mxfp4Planes rowwise, Mxfp4Planes colwise) {
-  __shared__ __align__(16) uint8_t smem[2][b16::kBytes];
-  const int64_t tiles_c = (cols + kCols - 1) / kCols;
-  const int64_t total = tiles_c * ((rows + kRows - 1) / kRows);
-  int64_t tile = blockIdx.x;
-  if (tile < total) copy_bf16_tile_async(smem[0], x, cols, tile_at(tile, tiles_c, rows, cols));
-  __pipeline_commit();
-  for (int b = 0; tile < total; tile += gridDim.x, b ^= 1) {
-    const int64_t next = tile + gridDim.x;
-    if (next < total) copy_bf16_tile_async(smem[b ^ 1], x, cols, tile_at(next, tiles_c, rows, cols));
-    __pipeline_commit();      // (an empty group at the end keeps the count uniform)
-    __pipeline_wait_prior(1);  // this thread's copies of tile `tile` have landed
-    __syncthreads();           // ... and everyone's
-    bf16_tile_copies(smem[b], tile_at(tile, tiles_c, rows, cols), rows, cols, groups, rowwise, colwise);
-    __syncthreads();           // buffer b is read out before the next iteration refills it
   }
 }
 
@@ -474,46 +411,14 @@ inline int min_blocks_knob() {
   return n;
 }
 
-// The BF16 tile runs persistent and double-buffered (kernel_bf16_pipelined) unless
-// NIBBLE_ROWCOL_PIPELINE=off asks for one tile per CTA (kernel_bf16): the A/B knob.
-inline bool pipelined_bf16_tile() {
-  static const bool on = !knobs::is("NIBBLE_ROWCOL_PIPELINE", "off", false);
-  return on;
-}
-
-// kernel_bf16_pipelined on as many CTAs as the GPU holds at once (at most one per tile).
-template <class Groups, int kMinBlocks>
-void launch_bf16_pipelined(const uint16_t* x, int64_t rows, int64_t cols, const Groups& groups, Mxfp4Planes rowwise,
-                           Mxfp4Planes colwise, cudaStream_t stream) {
-  const auto kernel = kernel_bf16_pipelined<Groups, kMinBlocks>;
-  int device = 0, sms = 0, per_sm = 0;
-  NIBBLE_CUDA_CHECK(cudaGetDevice(&device));
-  NIBBLE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  NIBBLE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
-  const int64_t tiles = int64_t{fp4::blocks_for(cols, kCols)} * int64_t{fp4::blocks_for(rows, kRows)};
-  const int64_t ctas = std::min<int64_t>(tiles, int64_t{per_sm > 0 ? per_sm : 1} * sms);
-  kernel<<<static_cast<unsigned>(ctas), kThreads, 0, stream>>>(x, rows, cols, groups, rowwise, colwise);
-  NIBBLE_CHECK_LAUNCH();
-}
-
-// Launches the tile kernel for a group policy and a loader (for the BF16 tile: kernel_bf16_pipelined, or
-// kernel_bf16 with NIBBLE_ROWCOL_PIPELINE=off).
+// Launches the tile kernel for a group policy and a loader (kernel_bf16 for the BF16 tile).
 template <class Groups, class Loader>
 void launch(const Loader& load, int64_t rows, int64_t cols, const Groups& groups, Mxfp4Planes rowwise,
             Mxfp4Planes colwise, cudaStream_t stream) {
   const dim3 g = grid(rows, cols);
   if constexpr (Loader::kBf16Tile) {
     static_assert(!Groups::kStochastic, "the BF16 tile serves nearest-rounding BF16-pair policies");
-    const bool four = min_blocks_knob() == 4 || (min_blocks_knob() != 5 && Groups::kNearestCtas == 4);
-    if (pipelined_bf16_tile()) {
-      if (four) {
-        launch_bf16_pipelined<Groups, 4>(load.dense.x, rows, cols, groups, rowwise, colwise, stream);
-      } else {
-        launch_bf16_pipelined<Groups, 5>(load.dense.x, rows, cols, groups, rowwise, colwise, stream);
-      }
-      return;
-    }
-    if (four) {
+    if (min_blocks_knob() == 4 || (min_blocks_knob() != 5 && Groups::kNearestCtas == 4)) {
       kernel_bf16<Groups, Loader, 4><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
     } else {
       kernel_bf16<Groups, Loader, 5><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);

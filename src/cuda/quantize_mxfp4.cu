@@ -184,18 +184,7 @@ const char* quantize_mxfp4_rowcol(const void* x, Fp4DenseType type, int64_t rows
         "cuda quantize_mxfp4 ocp scale, column-wise copy from a 64x128 BF16 smem tile"},
        {"cuda quantize_mxfp4 ocp scale, row-wise and column-wise copies from one 64x128 smem tile",
         "cuda quantize_mxfp4 ocp scale, row-wise and column-wise copies from one 64x128 BF16 smem tile"}}};
-  // The BF16 tile's persistent, double-buffered kernel (rowcol::pipelined_bf16_tile) as its own literals.
-  static const char* const kPipelined[2][3] = {
-      {"cuda quantize_mxfp4 round-up scale, row-wise copy from 64x128 BF16 smem tiles, persistent, double-buffered",
-       "cuda quantize_mxfp4 round-up scale, column-wise copy from 64x128 BF16 smem tiles, persistent, double-buffered",
-       "cuda quantize_mxfp4 round-up scale, row-wise and column-wise copies from 64x128 BF16 smem tiles, persistent, "
-       "double-buffered"},
-      {"cuda quantize_mxfp4 ocp scale, row-wise copy from 64x128 BF16 smem tiles, persistent, double-buffered",
-       "cuda quantize_mxfp4 ocp scale, column-wise copy from 64x128 BF16 smem tiles, persistent, double-buffered",
-       "cuda quantize_mxfp4 ocp scale, row-wise and column-wise copies from 64x128 BF16 smem tiles, persistent, "
-       "double-buffered"}};
   const int copies = both ? 2 : (colwise.codes != nullptr ? 1 : 0);
-  if (tile16 && rowcol::pipelined_bf16_tile()) return kPipelined[ocp ? 1 : 0][copies];
   return kPaths[ocp ? 1 : 0][copies][tile16 ? 1 : 0];
 }
 
