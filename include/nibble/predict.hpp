@@ -43,7 +43,6 @@ struct Execution {
   double peak_tflops = 0;   // dense peak of the tensor-core precision it runs on
   double operand_bytes = 2; // bytes per operand element the GEMM reads (2 bf16, 1 fp8, 0.5 fp4 + scales)
 };
-std::vector<std::string> known_recipes();  // bf16 fp8-delayed fp8-current fp8-block mxfp8 nvfp4 mxfp4 quartet
 // Throws std::invalid_argument listing the known recipes.
 Execution execution_for(std::string_view recipe, const GpuSpec& gpu);
 

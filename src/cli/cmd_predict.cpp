@@ -7,6 +7,7 @@
 #include <string>
 
 #include "command_registry.hpp"
+#include "nibble/quant/recipe_list.hpp"
 #include "nibble/bench/aggregate.hpp"
 #include "nibble/predict.hpp"
 #include "nibble/report.hpp"
@@ -37,7 +38,7 @@ int run_predict(const PredictArgs& a) {
   }
   nibble::report::check_output_paths({a.json, a.csv, a.html});
   const auto w = nibble::workload::derive_workload(nibble::workload::resolve_model(a.model), a.workload);
-  const auto recipes = a.recipes.empty() ? pr::known_recipes() : a.recipes;
+  const auto recipes = a.recipes.empty() ? nibble::quant::recipe_names() : a.recipes;
   pr::PredictOptions opt;
   opt.baseline_recipe = a.baseline;
   opt.command_line = "nibble predict";

@@ -17,8 +17,6 @@ bool is_blackwell(const GpuSpec& gpu) { return gpu.compute_capability >= 100; }
 
 }  // namespace
 
-std::vector<std::string> known_recipes() { return quant::recipe_names(); }
-
 Execution execution_for(std::string_view recipe, const GpuSpec& gpu) {
   const bool bw = is_blackwell(gpu);
   const std::string native(bench::path::native);

@@ -1,4 +1,5 @@
 // Sanity of the GPU database and the GEMM time model.
+#include "nibble/quant/recipe_list.hpp"
 #include "nibble/predict.hpp"
 #include "test_seed.hpp"
 
@@ -49,7 +50,7 @@ TEST(Execution, PathsPerArchitecture) {
   EXPECT_EQ(execution_for("nvfp4", h).path, "emulated-exact (bf16)");
   EXPECT_EQ(execution_for("mxfp4", h).path, "emulated-exact (fp8)");
   EXPECT_EQ(execution_for("quartet", h).path, "emulated-exact (fp8)");
-  for (const auto& r : known_recipes()) {
+  for (const auto& r : quant::recipe_names()) {
     if (r != "fp8-block") {
       EXPECT_EQ(execution_for(r, b).path, "native") << r;
     }

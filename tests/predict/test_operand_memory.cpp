@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "nibble/quant/recipe_list.hpp"
 #include "nibble/cuda/scale_layout.hpp"
 #include "nibble/predict.hpp"
 #include "nibble/predict/operand_memory.hpp"
@@ -69,8 +70,8 @@ TEST(MemoryAccounting, RejectsUnknownRecipesAndListsTheKnownOnes) {
     EXPECT_NE(std::string(e.what()).find("quartet"), std::string::npos) << e.what();
   }
   EXPECT_THROW((void)operand_memory("bf16", TensorRole::weight, 0, 128), std::invalid_argument);
-  EXPECT_EQ(known_recipes().size(), 8u);
-  for (const auto& r : known_recipes()) EXPECT_NO_THROW((void)linear_layer_memory(r, 15872, 4096, 12288));
+  EXPECT_EQ(quant::recipe_names().size(), 8u);
+  for (const auto& r : quant::recipe_names()) EXPECT_NO_THROW((void)linear_layer_memory(r, 15872, 4096, 12288));
 }
 
 bench::Row fprop_row(const std::string& layer, int64_t t, int64_t i, int64_t o, int64_t count,

@@ -1,4 +1,5 @@
 // The predicted benchmark end to end: labels, SPEC section 8 reference, calibration refit.
+#include "nibble/quant/recipe_list.hpp"
 #include "nibble/bench/aggregate.hpp"
 #include "nibble/bench/result.hpp"
 #include "nibble/predict.hpp"
@@ -41,7 +42,7 @@ TEST(PredictBench, H200WithinTenPercentOfOurMeasurementEveryRecipe) {
       (workload::data_dir() / "calibration" / predict::kMeasuredCalibrationFile).string());
   ASSERT_FALSE(measured.predicted);
   const auto w = codonfm();
-  const auto r = predict_bench(w, known_recipes(), {Mode::pre_quantized, Mode::step}, "H200 SXM");
+  const auto r = predict_bench(w, quant::recipe_names(), {Mode::pre_quantized, Mode::step}, "H200 SXM");
   const auto predicted = bench::summarize(r);
   int compared = 0;
   for (const auto& m : bench::summarize(measured)) {
@@ -59,7 +60,7 @@ TEST(PredictBench, H200WithinTenPercentOfOurMeasurementEveryRecipe) {
 TEST(PredictBench, RowsTheMeasurementWouldRejectCarryTheErrorNotATime) {
   auto model = workload::load_preset("codonfm-5b");
   model.hidden = 4000;  // 32 heads of 125: a multiple of 8, 16 and 32 but not of 128
-  const auto r = predict_bench(workload::derive_workload(model), known_recipes(), {Mode::step}, "H200 SXM");
+  const auto r = predict_bench(workload::derive_workload(model), quant::recipe_names(), {Mode::step}, "H200 SXM");
   int refused = 0;
   for (const auto& row : r.rows) {
     if (row.recipe == "fp8-block") {
@@ -108,7 +109,7 @@ TEST(PredictBench, SaysWhenTheGpuIsNotTheCalibrations) {
 }
 
 TEST(PredictBench, EveryRowIsLabelledPredicted) {
-  const auto r = predict_bench(codonfm(), known_recipes(), {Mode::pre_quantized, Mode::step, Mode::per_gemm}, "h100-sxm");
+  const auto r = predict_bench(codonfm(), quant::recipe_names(), {Mode::pre_quantized, Mode::step, Mode::per_gemm}, "h100-sxm");
   EXPECT_TRUE(r.predicted);
   EXPECT_EQ(r.gpu.name, "H100 SXM");
   EXPECT_EQ(r.rows.size(), 8u * 3u * 12u);

@@ -1,5 +1,6 @@
 // The quantization traffic account (predict/quant_traffic.hpp) that the engine's rows and the
 // predictions share: equal to what the engine reported in a real H200 run, and consistent with itself.
+#include "nibble/quant/recipe_list.hpp"
 #include "nibble/bench/result.hpp"
 #include "nibble/predict.hpp"
 #include "nibble/predict/quant_traffic.hpp"
@@ -49,7 +50,7 @@ TEST(QuantTraffic, ModesAndArchitecturesAgreeWithTheTensorCalls) {
   std::uniform_int_distribution<int64_t> dim(1, 64);
   for (int trial = 0; trial < 20; ++trial) {
     const bench::LinearShape l{128 * dim(rng), 128 * dim(rng), 128 * dim(rng)};
-    for (const std::string& r : known_recipes()) {
+    for (const std::string& r : quant::recipe_names()) {
       double step = 0, per_gemm = 0, step_bw = 0;
       for (const char* pass : {"fprop", "dgrad", "wgrad"}) {
         EXPECT_EQ(pass_quant_bytes(r, pass, Mode::pre_quantized, l), 0.0);

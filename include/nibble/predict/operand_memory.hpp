@@ -40,7 +40,7 @@ struct OperandMemory {
   double ratio_vs_bf16() const { return bf16_bytes ? static_cast<double>(bytes.total()) / bf16_bytes : 0.0; }
 };
 
-// Throws std::invalid_argument for a recipe not in known_recipes() (listing them) or non-positive shapes.
+// Throws std::invalid_argument for a recipe not in quant::recipe_names() (listing them) or non-positive shapes.
 // fp8_tn_only: per-tensor FP8 GEMMs take only the TN layout (Hopper), so per-tensor FP8 keeps a transposed
 // copy for the backward GEMMs; false on Blackwell, whose FP8 GEMMs take any layout (one copy serves all).
 OperandMemory operand_memory(std::string_view recipe, TensorRole role, int64_t rows, int64_t cols,
