@@ -167,6 +167,13 @@ TEST(Compare, SideBySideRatios) {
   EXPECT_TRUE(has(c, fmt::format("{:.3f}", y->sequence_layer_ms / x->sequence_layer_ms))) << c;
   b.sequences.clear();  // a prediction has none: no such table
   EXPECT_FALSE(has(render_comparison(a, b), "timed as one sequence"));
+  // Each measured side says what its clocks did; a predicted side has none to show.
+  a.clocks = bench::summarize_clock_samples({{1500, 600, bench::clock_reason::kSwPowerCap}, {1980, 400, 0}}, "NVML");
+  const std::string c2 = render_comparison(a, b);
+  EXPECT_TRUE(has(c2, "A GPU clocks during the run: " + bench::clock_record_text(a.clocks) + "\n")) << c2;
+  EXPECT_FALSE(has(c2, "B GPU clocks during the run"));
+  b.predicted = false;
+  EXPECT_TRUE(has(render_comparison(a, b), "B GPU clocks during the run: not recorded"));
 }
 
 // The run's own timing variation: BF16's GEMMs timed in the pre-quantized and the step rows. When the
