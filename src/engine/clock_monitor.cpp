@@ -20,6 +20,7 @@ struct ClockMonitor::Nvml {
   int (*clock)(Device, int, unsigned*) = nullptr;
   int (*power)(Device, unsigned*) = nullptr;
   int (*reasons)(Device, unsigned long long*) = nullptr;
+  int (*driver)(char*, unsigned) = nullptr;  // nvmlSystemGetDriverVersion (optional)
   Device device = nullptr;
   bool initialised = false;
   bool has_power = true;
@@ -46,6 +47,7 @@ struct ClockMonitor::Nvml {
     if (!find(reasons, "nvmlDeviceGetCurrentClocksEventReasons") &&
         !find(reasons, "nvmlDeviceGetCurrentClocksThrottleReasons"))
       return "NVML has neither nvmlDeviceGetCurrentClocksEventReasons nor nvmlDeviceGetCurrentClocksThrottleReasons";
+    find(driver, "nvmlSystemGetDriverVersion");
     if (const int rc = init(); rc != 0) return fmt::format("nvmlInit_v2 returned {}", rc);
     initialised = true;
     char bus[32] = {};
@@ -74,6 +76,10 @@ struct ClockMonitor::Nvml {
 
 ClockMonitor::ClockMonitor(int device, int period_ms) : nvml_(std::make_unique<Nvml>()), period_ms_(period_ms) {
   why_not_ = nvml_->open(device);
+  if (why_not_.empty() && nvml_->driver) {
+    char version[96] = {};
+    if (nvml_->driver(version, sizeof version) == 0) driver_version_ = version;
+  }
   if (!why_not_.empty()) {
     nvml_.reset();
     return;

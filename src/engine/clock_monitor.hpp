@@ -25,11 +25,14 @@ class ClockMonitor {
 
   // Stops sampling (idempotent) and summarizes the samples taken so far.
   bench::ClockRecord stop();
+  // The NVIDIA driver's version as NVML reports it ("580.159.04"); "" without NVML.
+  const std::string& driver_version() const { return driver_version_; }
 
  private:
   struct Nvml;
   std::unique_ptr<Nvml> nvml_;
   std::string why_not_;  // why there is no sampler ("" while one runs)
+  std::string driver_version_;
   int period_ms_;
   std::atomic<bool> running_{false};
   std::thread thread_;

@@ -133,6 +133,9 @@ bench::BenchResult run_bench(const workload::Workload& workload, const EngineOpt
 
   bench::BenchResult result;
   result.gpu = to_bench_gpu(gpu);
+  // The NVIDIA driver's own version when NVML gives it; else the CUDA driver API version, labelled as such.
+  result.gpu.driver_version = clocks.driver_version().empty() ? result.gpu.driver_version + " (CUDA driver API)"
+                                                              : clocks.driver_version();
   result.predicted = false;
   result.command_line = options.command_line;
   result.date = bench::utc_now_iso8601();

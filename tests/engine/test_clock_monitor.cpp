@@ -20,8 +20,10 @@ TEST(ClockMonitor, SamplesOrSaysWhyNot) {
     EXPECT_GT(c.sm_clock_mhz_min, 0);
     EXPECT_LE(c.sm_clock_mhz_min, c.sm_clock_mhz_max);
     EXPECT_EQ(c.source, "NVML, every 10 ms");
+    EXPECT_NE(m.driver_version().find('.'), std::string::npos) << m.driver_version();
   } else {
     EXPECT_EQ(c.samples, 0);
+    EXPECT_EQ(m.driver_version(), "");
     EXPECT_NE(c.source.find("NVML"), std::string::npos) << c.source;
   }
   const bench::ClockRecord again = m.stop();  // idempotent: the same record, no more samples

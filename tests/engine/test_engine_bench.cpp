@@ -73,6 +73,9 @@ TEST(EngineSequences, EveryLayerTimedAsOneSequenceAndSummed) {
   EXPECT_GT(r.clocks.samples, 0);
   EXPECT_GT(r.clocks.sm_clock_mhz_min, 0);
   EXPECT_LE(r.clocks.sm_clock_mhz_max, 5000);
+  // With NVML, the NVIDIA driver's own version ("580.159.04"), not the CUDA driver API's ("13.0").
+  EXPECT_EQ(r.gpu.driver_version.find("CUDA driver API"), std::string::npos) << r.gpu.driver_version;
+  EXPECT_GE(std::count(r.gpu.driver_version.begin(), r.gpu.driver_version.end(), '.'), 1) << r.gpu.driver_version;
   for (const auto& s : bench::summarize(r)) {
     EXPECT_TRUE(std::isfinite(s.sequence_layer_ms)) << s.recipe << " " << bench::to_string(s.mode);
     EXPECT_TRUE(std::isfinite(s.sequence_speedup_vs_bf16)) << s.recipe;

@@ -45,7 +45,7 @@ struct GpuInfo {
   double sm_clock_mhz = 0;        // max SM clock
   double memory_clock_mhz = 0;
   double memory_bandwidth_gbs = 0;  // datasheet HBM bandwidth
-  std::string driver_version;     // "560.35.03"
+  std::string driver_version;     // "580.159.04" (NVML); without NVML the CUDA driver API's "13.0 (CUDA driver API)"
   std::string cuda_version;       // runtime, "12.9"
   std::string cublaslt_version;   // "12.9.1"
 };
