@@ -31,14 +31,16 @@ Pass pass_of(const std::string& p) {
 
 std::string version_string(int v) { return ::fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
 
-bench::GpuInfo to_bench_gpu(const GpuInfo& g) {
+// nvml_driver: the NVIDIA driver's version from NVML ("" without NVML: the CUDA driver API version then
+// stands in, labelled as such).
+bench::GpuInfo to_bench_gpu(const GpuInfo& g, const std::string& nvml_driver) {
   bench::GpuInfo out;
   out.name = g.name;
   out.sm_count = g.sm_count;
   out.compute_capability = g.cc_major * 10 + g.cc_minor;
   out.sm_clock_mhz = g.sm_clock_mhz;
   out.memory_clock_mhz = g.memory_clock_mhz;
-  out.driver_version = version_string(g.driver_version);
+  out.driver_version = nvml_driver.empty() ? version_string(g.driver_version) + " (CUDA driver API)" : nvml_driver;
   out.cuda_version = version_string(g.runtime_version);
   out.cublaslt_version = ::fmt::format("{}.{}.{}", g.cublaslt_version / 10000, (g.cublaslt_version / 100) % 100,
                                      g.cublaslt_version % 100);
@@ -132,10 +134,7 @@ bench::BenchResult run_bench(const workload::Workload& workload, const EngineOpt
   ClockMonitor clocks(device);  // samples the SM clock, power and throttle reasons until the sweep ends
 
   bench::BenchResult result;
-  result.gpu = to_bench_gpu(gpu);
-  // The NVIDIA driver's own version when NVML gives it; else the CUDA driver API version, labelled as such.
-  result.gpu.driver_version = clocks.driver_version().empty() ? result.gpu.driver_version + " (CUDA driver API)"
-                                                              : clocks.driver_version();
+  result.gpu = to_bench_gpu(gpu, clocks.driver_version());
   result.predicted = false;
   result.command_line = options.command_line;
   result.date = bench::utc_now_iso8601();
