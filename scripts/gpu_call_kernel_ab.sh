@@ -12,7 +12,7 @@
 # BASE=none skips the base tree: new, the knobs, new again (for changes behind A/B knobs). QUICK=1 (a
 # second call on the warm machine): no ctest and one new-side run, e.g. `BASE=none QUICK=1 TORCH=1`
 # (torch.compile compiles each function per shape: minutes; TORCH_TIMEOUT per script, default 250 s).
-# Usage: BASE=.ab/base|none [KNOBS=...] [TORCH=1] [BENCH=1] [NOISE=1] bash scripts/gpu_call_kernel_ab.sh   (device tool: carry [".ab"])
+# Usage: BASE=.ab/base|none [KNOBS=...] [KNOB_TESTS=VAR=VALUE:ctest_name ...] [TORCH=1] [BENCH=1] [NOISE=1] bash scripts/gpu_call_kernel_ab.sh   (device tool: carry [".ab"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_call_lib.sh
@@ -37,6 +37,14 @@ rc=$?; echo "$(el) build rc=$rc"; grep -E "error|FAILED" "$R/build.txt" | head -
 # BENCH_ONLY=1 (a short call, a tree whose GPU tests passed elsewhere): builds the two kernel benchmarks
 # only and runs no ctest (new, knobs, new as without it).
 [ "${QUICK:-0}" = 1 ] || [ -n "${BENCH_ONLY:-}" ] || gpu_ctest
+# KNOB_TESTS="VAR=VALUE:ctest_name ...": a knob's kernel variant through the GPU test that covers it
+# (bit-exact against the CPU reference) before it is timed.
+for kt in ${KNOB_TESTS:-}; do
+  k=${kt%%:*}; t=${kt#*:}
+  env "$k" ctest --test-dir build-gpu -R "^$t\$" --output-on-failure --timeout 200 \
+    >"$R/knobtest-$(echo "$k" | tr '=' '-')-$t.txt" 2>&1
+  echo "$(el) knob test $k $t rc=$?"
+done
 sides="new"
 if [ -n "$bpid" ]; then
   wait $bpid

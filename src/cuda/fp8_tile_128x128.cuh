@@ -18,6 +18,7 @@
 
 #include "bf16x2_amax.cuh"
 #include "block_reduce.cuh"
+#include "cp_async.cuh"
 #include "nibble/cuda/fp8_hw_convert_math.hpp"
 #include "nibble/format.hpp"
 #include "nibble/quant/element_codecs.hpp"
@@ -204,6 +205,38 @@ __device__ __forceinline__ void park_rows(Smem& s, const uint4 (&v)[kRowsPerThre
     *reinterpret_cast<uint4*>(&s.x[r][slot(r, q)]) = v[k][0];  // slot(r, q + j) == slot(r, q) + j, j < 4
     *reinterpret_cast<uint4*>(&s.x[r][slot(r, q + 4)]) = v[k][1];
   }
+}
+
+// ---- the tile straight into shared memory (cp.async) ----------------------------------------------
+// The alternative to load_rows + park_rows: each thread's 8 16-byte pieces go from global memory to
+// the slots park_rows would have written, without passing through registers (cp.async.cg: cached in
+// L2 only). A block then holds no data registers while its loads are in flight, so more blocks fit on
+// an SM and more bytes are in flight per SM. Pieces outside the tensor are zero-filled (source size
+// 0), as load_rows reads them as zero.
+__device__ __forceinline__ void load_tile_async(Smem& s, const uint16_t* __restrict__ x, int64_t rows, int64_t cols,
+                                                int64_t row0, int64_t col0) {
+  const RowPhase p = row_phase();
+  const int64_t c = col0 + kColsPerThread * p.chunk;
+  const int q = (kColsPerThread / 2) * p.chunk;
+#pragma unroll
+  for (int k = 0; k < kRowsPerThread; ++k) {
+    const int r = p.r0 + 32 * k;
+    const bool valid = row0 + r < rows && c < cols;
+    const uint16_t* src = valid ? x + (row0 + r) * cols + c : x;  // not read when !valid
+    async_copy::copy16(&s.x[r][slot(r, q)], src, valid);
+    async_copy::copy16(&s.x[r][slot(r, q + 4)], src + 8, valid);
+  }
+  async_copy::commit();
+}
+// Waits for this thread's own copies (enough for row_from_smem; the column phase also needs a
+// __syncthreads, after which every thread's copies are visible).
+__device__ __forceinline__ void wait_own_copies() { async_copy::wait_all(); }
+// This thread's row k of the row phase (as load_rows returns v[k]) from the tile load_tile_async wrote.
+__device__ __forceinline__ void row_from_smem(const Smem& s, int k, uint4 (&v)[2]) {
+  const RowPhase p = row_phase();
+  const int r = p.r0 + 32 * k, q = (kColsPerThread / 2) * p.chunk;
+  v[0] = *reinterpret_cast<const uint4*>(&s.x[r][slot(r, q)]);
+  v[1] = *reinterpret_cast<const uint4*>(&s.x[r][slot(r, q + 4)]);
 }
 
 // Column pass: the 16 words (rows 16 rc + i, column pair `word`) of this lane. slot(16 rc + i, word)

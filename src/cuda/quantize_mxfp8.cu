@@ -32,7 +32,10 @@ __device__ __forceinline__ uint8_t mx_code(uint32_t amax_bits, quant::MxScaleRul
   return quant::mx_scale_code(quant::amax_from_bits(amax_bits), rule, kF);
 }
 
-template <bool kSr, int kMinBlocks>
+// kAsync: the tile goes to shared memory by cp.async (tile::load_tile_async) and the row phase reads
+// it back, instead of 8 loads into registers parked afterwards; with kMinBlocks 5 or 6 more blocks fit
+// per SM (the A/B knob NIBBLE_MXFP8_ASYNC).
+template <bool kSr, int kMinBlocks, bool kAsync>
 __global__ void __launch_bounds__(tile::kThreads, kMinBlocks)
     quantize_mxfp8_kernel(const uint16_t* __restrict__ x, int64_t rows, int64_t cols, Fp8Copies out, MxScales sc,
                           quant::SrKey sr) {
@@ -41,7 +44,12 @@ __global__ void __launch_bounds__(tile::kThreads, kMinBlocks)
   const int64_t row0 = t.tr * tile::kTile, col0 = t.tc * tile::kTile;
   const bool grid_layout = sc.layout == MxScaleLayout::grid;
   uint4 v[tile::kRowsPerThread][2];
-  tile::load_rows(x, rows, cols, row0, col0, v);
+  if constexpr (kAsync) {
+    tile::load_tile_async(s, x, rows, cols, row0, col0);
+    tile::wait_own_copies();
+  } else {
+    tile::load_rows(x, rows, cols, row0, col0, v);
+  }
 
   if (out.rowwise != nullptr) {
     // A 1x32 block is two 16-column chunks: lanes 2i and 2i+1.
@@ -49,6 +57,7 @@ __global__ void __launch_bounds__(tile::kThreads, kMinBlocks)
     const int64_t c = col0 + tile::kColsPerThread * rp.chunk;
 #pragma unroll
     for (int k = 0; k < tile::kRowsPerThread; ++k) {
+      if constexpr (kAsync) tile::row_from_smem(s, k, v[k]);
       const uint8_t code = mx_code(tile::group_max<1>(tile::amax16_bits(v[k])), sc.rule);
       const int64_t r = row0 + rp.r0 + 32 * k;
       if (r < rows && c < cols) {
@@ -64,7 +73,7 @@ __global__ void __launch_bounds__(tile::kThreads, kMinBlocks)
   if (out.colwise == nullptr) return;
 
   // A 32x1 block is 32 consecutive rows of one column: the lane pair (rc, rc ^ 1) of a column pair.
-  tile::park_rows(s, v);
+  if constexpr (!kAsync) tile::park_rows(s, v);
   __syncthreads();
   auto scale_index = [&](int64_t col, int64_t rb) {
     return grid_layout ? col * (rows / kMxBlock) + rb / kMxBlock : sl::tiled_index(rows, kMxBlock, col, rb);
@@ -101,16 +110,33 @@ int min_blocks_knob() {
   return n;
 }
 
+// NIBBLE_MXFP8_ASYNC=5 or 6: the cp.async tile (kAsync) built for 5 or 6 CTAs per SM (48 or 40
+// registers; 6 x 32 KB of shared memory fits the SM's 227 KB). Unset or 0: the register tile.
+int async_knob() {
+  static const int n = knobs::integer("NIBBLE_MXFP8_ASYNC", 0);
+  return n;
+}
+
 template <bool kSr>
 void launch(dim3 grid, const uint16_t* x, int64_t rows, int64_t cols, Fp8Copies out, const MxScales& sc,
             const quant::SrKey& sr, cudaStream_t stream) {
   if constexpr (!kSr) {
+    if (async_knob() == 5) {
+      async_copy::prefer_max_shared<quantize_mxfp8_kernel<kSr, 5, true>>();
+      quantize_mxfp8_kernel<kSr, 5, true><<<grid, tile::kThreads, 0, stream>>>(x, rows, cols, out, sc, sr);
+      return;
+    }
+    if (async_knob() == 6) {
+      async_copy::prefer_max_shared<quantize_mxfp8_kernel<kSr, 6, true>>();
+      quantize_mxfp8_kernel<kSr, 6, true><<<grid, tile::kThreads, 0, stream>>>(x, rows, cols, out, sc, sr);
+      return;
+    }
     if (min_blocks_knob() == 5) {
-      quantize_mxfp8_kernel<kSr, 5><<<grid, tile::kThreads, 0, stream>>>(x, rows, cols, out, sc, sr);
+      quantize_mxfp8_kernel<kSr, 5, false><<<grid, tile::kThreads, 0, stream>>>(x, rows, cols, out, sc, sr);
       return;
     }
   }
-  quantize_mxfp8_kernel<kSr, 0><<<grid, tile::kThreads, 0, stream>>>(x, rows, cols, out, sc, sr);
+  quantize_mxfp8_kernel<kSr, 0, false><<<grid, tile::kThreads, 0, stream>>>(x, rows, cols, out, sc, sr);
 }
 
 }  // namespace
@@ -135,13 +161,15 @@ const char* quantize_mxfp8(const uint16_t* x, int64_t rows, int64_t cols, quant:
                   static_cast<unsigned>((rows + tile::kTile - 1) / tile::kTile));
   if (grid.y > 65535) throw std::invalid_argument("quantize_mxfp8: rows too large for one launch; split along rows");
   if (layout == MxScaleLayout::tiled128x4) {
-    // The 128x4 tiles pad rows to 128 and scale columns to 4; cuBLASLt reads the padding, so zero it.
-    if (out.rowwise != nullptr) {
-      NIBBLE_CUDA_CHECK(cudaMemsetAsync(scales_rowwise, 0, sl::tiled_count(rows, cols, kMxBlock), stream));
-    }
-    if (out.colwise != nullptr) {
-      NIBBLE_CUDA_CHECK(cudaMemsetAsync(scales_colwise, 0, sl::tiled_count(cols, rows, kMxBlock), stream));
-    }
+    // The 128x4 tiles pad rows to 128 and scale columns to 4; cuBLASLt reads the padding, so zero it
+    // (only where there is padding: otherwise the kernel writes every byte, and a memset is one more
+    // launch per operand in each training step).
+    auto zero_padding = [&](uint8_t* scales, int64_t n_rows, int64_t k) {
+      const int64_t n = sl::tiled_count(n_rows, k, kMxBlock);
+      if (n != n_rows * (k / kMxBlock)) NIBBLE_CUDA_CHECK(cudaMemsetAsync(scales, 0, n, stream));
+    };
+    if (out.rowwise != nullptr) zero_padding(scales_rowwise, rows, cols);
+    if (out.colwise != nullptr) zero_padding(scales_colwise, cols, rows);
   }
   const MxScales sc{scales_rowwise, scales_colwise, layout, rule};
   if (sr.enabled) {
