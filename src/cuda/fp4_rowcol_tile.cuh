@@ -22,7 +22,6 @@
 
 #include <cstdint>
 
-#include "cp_async.cuh"
 #include "env_knobs.hpp"
 #include "fp4_kernel_io.cuh"
 #include "quartet_fused_group_math.cuh"
@@ -346,41 +345,19 @@ struct Bf16TileLoader {
       }
     }
   }
-  // fetch + park in one step by cp.async: the same pieces straight to their parked places, through no
-  // registers (rows outside the extent are neither read nor written, as in park).
-  __device__ void fetch_async(uint8_t* smem, int64_t row0, int64_t col0, Extent e) const {
-    const int r0 = D::first_row(), ch = D::chunk();
-    if (ch * D::kPer < e.cols) {
-      const uint16_t* p = dense.x + (row0 + r0) * dense.cols + col0 + ch * D::kPer;
-      uint8_t* base = smem + b16::row_base(r0) + b16::chunk_at(ch);
-#pragma unroll
-      for (int i = 0; i < D::kIters; ++i) {
-        if (e.rows == kRows || r0 + i * D::kRowsPerPass < e.rows) {
-          async_copy::copy16(base + b16::row_base(i * D::kRowsPerPass), p + i * D::kRowsPerPass * dense.cols);
-        }
-      }
-    }
-    async_copy::commit();
-  }
 };
 static_assert(DenseLoader<uint16_t>::kRowsPerPass == 16, "Bf16TileLoader::park splits row_base at 16-row passes");
 
-// kAsync: the tile arrives by Loader::fetch_async (cp.async) instead of fetch + park.
-template <class Groups, class Loader, int kMinBlocks, bool kAsync>
+template <class Groups, class Loader, int kMinBlocks>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     kernel_bf16(Loader load, int64_t rows, int64_t cols, Groups groups, Mxfp4Planes rowwise, Mxfp4Planes colwise) {
   __shared__ __align__(16) uint8_t smem[b16::kBytes];
   const TileOrigin t = tile_origin(rows, cols);
   const int64_t row0 = t.row0, col0 = t.col0;
   const Extent e = t.e;
-  if constexpr (kAsync) {
-    load.fetch_async(smem, row0, col0, e);
-    async_copy::wait_all();
-  } else {
-    typename Loader::Regs g;
-    load.fetch(g, row0, col0, e);
-    load.park(smem, g, e);
-  }
+  typename Loader::Regs g;
+  load.fetch(g, row0, col0, e);
+  load.park(smem, g, e);
   __syncthreads();
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
   uint32_t w[16];
@@ -433,12 +410,6 @@ inline int min_blocks_knob() {
   static const int n = knobs::integer("NIBBLE_ROWCOL_MIN_BLOCKS", 0);
   return n;
 }
-// NIBBLE_MXFP4_ASYNC=5 or 6: the BF16 tile loaded by cp.async (kernel_bf16's kAsync), built for 5 or 6
-// CTAs per SM. Unset or 0: loads into registers, then parked (the A/B knob).
-inline int async_knob() {
-  static const int n = knobs::integer("NIBBLE_MXFP4_ASYNC", 0);
-  return n;
-}
 
 // Launches the tile kernel for a group policy and a loader (kernel_bf16 for the BF16 tile).
 template <class Groups, class Loader>
@@ -447,16 +418,10 @@ void launch(const Loader& load, int64_t rows, int64_t cols, const Groups& groups
   const dim3 g = grid(rows, cols);
   if constexpr (Loader::kBf16Tile) {
     static_assert(!Groups::kStochastic, "the BF16 tile serves nearest-rounding BF16-pair policies");
-    if (async_knob() == 5) {
-      async_copy::prefer_max_shared<kernel_bf16<Groups, Loader, 5, true>>();
-      kernel_bf16<Groups, Loader, 5, true><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
-    } else if (async_knob() == 6) {
-      async_copy::prefer_max_shared<kernel_bf16<Groups, Loader, 6, true>>();
-      kernel_bf16<Groups, Loader, 6, true><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
-    } else if (min_blocks_knob() == 4 || (min_blocks_knob() != 5 && Groups::kNearestCtas == 4)) {
-      kernel_bf16<Groups, Loader, 4, false><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
+    if (min_blocks_knob() == 4 || (min_blocks_knob() != 5 && Groups::kNearestCtas == 4)) {
+      kernel_bf16<Groups, Loader, 4><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
     } else {
-      kernel_bf16<Groups, Loader, 5, false><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
+      kernel_bf16<Groups, Loader, 5><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
     }
     NIBBLE_CHECK_LAUNCH();
     return;

@@ -29,40 +29,37 @@ struct MxScales {
 };
 
 __device__ __forceinline__ uint8_t mx_code(uint32_t amax_bits, quant::MxScaleRule rule) {
-  return quant::mx_scale_code(quant::amax_from_bits(amax_bits), rule, kF);
+  return quant::mx_scale_code_of_abs_bits(amax_bits, rule, kF);
 }
 
-// kAsync: the tile goes to shared memory by cp.async (tile::load_tile_async) and the row phase reads
-// it back, instead of 8 loads into registers parked afterwards; with kMinBlocks 5 or 6 more blocks fit
-// per SM (the A/B knob NIBBLE_MXFP8_ASYNC).
-template <bool kSr, int kMinBlocks, bool kAsync>
+// kGrid: the scale layout (MxScaleLayout::grid, else tiled128x4) is a template argument, so the
+// kernel carries neither the other layout's index arithmetic nor a branch on it; the stores walk
+// pointers (a row step is 32 rows) instead of recomputing 64-bit products per row.
+template <bool kSr, int kMinBlocks, bool kGrid>
 __global__ void __launch_bounds__(tile::kThreads, kMinBlocks)
     quantize_mxfp8_kernel(const uint16_t* __restrict__ x, int64_t rows, int64_t cols, Fp8Copies out, MxScales sc,
                           quant::SrKey sr) {
   __shared__ tile::Smem s;
   const tile::TileCoord t = tile::block_tile(out.colwise != nullptr);
   const int64_t row0 = t.tr * tile::kTile, col0 = t.tc * tile::kTile;
-  const bool grid_layout = sc.layout == MxScaleLayout::grid;
   uint4 v[tile::kRowsPerThread][2];
-  if constexpr (kAsync) {
-    tile::load_tile_async(s, x, rows, cols, row0, col0);
-    tile::wait_own_copies();
-  } else {
-    tile::load_rows(x, rows, cols, row0, col0, v);
-  }
+  tile::load_rows(x, rows, cols, row0, col0, v);
 
   if (out.rowwise != nullptr) {
     // A 1x32 block is two 16-column chunks: lanes 2i and 2i+1.
     const tile::RowPhase rp = tile::row_phase();
-    const int64_t c = col0 + tile::kColsPerThread * rp.chunk;
+    const int64_t c = col0 + tile::kColsPerThread * rp.chunk, r_first = row0 + rp.r0;
 #pragma unroll
     for (int k = 0; k < tile::kRowsPerThread; ++k) {
-      if constexpr (kAsync) tile::row_from_smem(s, k, v[k]);
       const uint8_t code = mx_code(tile::group_max<1>(tile::amax16_bits(v[k])), sc.rule);
-      const int64_t r = row0 + rp.r0 + 32 * k;
+      const int64_t r = r_first + 32 * k;
       if (r < rows && c < cols) {
         if ((rp.chunk & 1) == 0) {
-          sc.rowwise[grid_layout ? r * (cols / kMxBlock) + c / kMxBlock : sl::tiled_index(cols, kMxBlock, r, c)] = code;
+          if constexpr (kGrid) {
+            sc.rowwise[r * (cols / kMxBlock) + c / kMxBlock] = code;
+          } else {
+            sc.rowwise[sl::tiled_index(cols, kMxBlock, r, c)] = code;
+          }
         }
         float f[16];
         tile::unpack16(v[k], f);
@@ -73,11 +70,8 @@ __global__ void __launch_bounds__(tile::kThreads, kMinBlocks)
   if (out.colwise == nullptr) return;
 
   // A 32x1 block is 32 consecutive rows of one column: the lane pair (rc, rc ^ 1) of a column pair.
-  if constexpr (!kAsync) tile::park_rows(s, v);
+  tile::park_rows(s, v);
   __syncthreads();
-  auto scale_index = [&](int64_t col, int64_t rb) {
-    return grid_layout ? col * (rows / kMxBlock) + rb / kMxBlock : sl::tiled_index(rows, kMxBlock, col, rb);
-  };
 #pragma unroll
   for (int pass = 0; pass < tile::kColPasses; ++pass) {
     const tile::ColPhase cp = tile::col_phase(pass);
@@ -88,15 +82,21 @@ __global__ void __launch_bounds__(tile::kThreads, kMinBlocks)
     const int64_t col = col0 + 2 * cp.word, r = row0 + tile::kColRows * cp.rc;
     if (col >= cols || r >= rows) continue;  // rows is a multiple of 32: the whole 32-block exists
     if ((cp.rc & 1) == 0) {
-      sc.colwise[scale_index(col, r)] = lo;
-      sc.colwise[scale_index(col + 1, r)] = hi;
+      if constexpr (kGrid) {
+        uint8_t* grid_scale = sc.colwise + col * (rows / kMxBlock) + r / kMxBlock;
+        grid_scale[0] = lo;
+        grid_scale[rows / kMxBlock] = hi;  // column col + 1
+      } else {
+        sc.colwise[sl::tiled_index(rows, kMxBlock, col, r)] = lo;
+        sc.colwise[sl::tiled_index(rows, kMxBlock, col + 1, r)] = hi;
+      }
     }
+    uint8_t* codes = out.colwise + col * rows + r;  // column col + 1: + rows
     float f[tile::kColRows];
     tile::column_lo(w, f);
-    *reinterpret_cast<uint4*>(out.colwise + col * rows + r) = tile::encode16_mx<kF, kSr>(f, lo, sr, col * rows + r);
+    *reinterpret_cast<uint4*>(codes) = tile::encode16_mx<kF, kSr>(f, lo, sr, col * rows + r);
     tile::column_hi(w, f);
-    *reinterpret_cast<uint4*>(out.colwise + (col + 1) * rows + r) =
-        tile::encode16_mx<kF, kSr>(f, hi, sr, (col + 1) * rows + r);
+    *reinterpret_cast<uint4*>(codes + rows) = tile::encode16_mx<kF, kSr>(f, hi, sr, (col + 1) * rows + r);
   }
 }
 
@@ -110,33 +110,26 @@ int min_blocks_knob() {
   return n;
 }
 
-// NIBBLE_MXFP8_ASYNC=5 or 6: the cp.async tile (kAsync) built for 5 or 6 CTAs per SM (48 or 40
-// registers; 6 x 32 KB of shared memory fits the SM's 227 KB). Unset or 0: the register tile.
-int async_knob() {
-  static const int n = knobs::integer("NIBBLE_MXFP8_ASYNC", 0);
-  return n;
+template <bool kSr, bool kGrid>
+void launch(dim3 grid, const uint16_t* x, int64_t rows, int64_t cols, Fp8Copies out, const MxScales& sc,
+            const quant::SrKey& sr, cudaStream_t stream) {
+  if constexpr (!kSr) {
+    if (min_blocks_knob() == 5) {
+      quantize_mxfp8_kernel<kSr, 5, kGrid><<<grid, tile::kThreads, 0, stream>>>(x, rows, cols, out, sc, sr);
+      return;
+    }
+  }
+  quantize_mxfp8_kernel<kSr, kSr ? 0 : 4, kGrid><<<grid, tile::kThreads, 0, stream>>>(x, rows, cols, out, sc, sr);
 }
 
 template <bool kSr>
 void launch(dim3 grid, const uint16_t* x, int64_t rows, int64_t cols, Fp8Copies out, const MxScales& sc,
             const quant::SrKey& sr, cudaStream_t stream) {
-  if constexpr (!kSr) {
-    if (async_knob() == 5) {
-      async_copy::prefer_max_shared<quantize_mxfp8_kernel<kSr, 5, true>>();
-      quantize_mxfp8_kernel<kSr, 5, true><<<grid, tile::kThreads, 0, stream>>>(x, rows, cols, out, sc, sr);
-      return;
-    }
-    if (async_knob() == 6) {
-      async_copy::prefer_max_shared<quantize_mxfp8_kernel<kSr, 6, true>>();
-      quantize_mxfp8_kernel<kSr, 6, true><<<grid, tile::kThreads, 0, stream>>>(x, rows, cols, out, sc, sr);
-      return;
-    }
-    if (min_blocks_knob() == 5) {
-      quantize_mxfp8_kernel<kSr, 5, false><<<grid, tile::kThreads, 0, stream>>>(x, rows, cols, out, sc, sr);
-      return;
-    }
+  if (sc.layout == MxScaleLayout::grid) {
+    launch<kSr, true>(grid, x, rows, cols, out, sc, sr, stream);
+  } else {
+    launch<kSr, false>(grid, x, rows, cols, out, sc, sr, stream);
   }
-  quantize_mxfp8_kernel<kSr, 0, false><<<grid, tile::kThreads, 0, stream>>>(x, rows, cols, out, sc, sr);
 }
 
 }  // namespace

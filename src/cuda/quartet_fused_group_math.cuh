@@ -190,8 +190,7 @@ __device__ __forceinline__ uint32_t pack8_bf16_codes_signs(const uint32_t* m, co
 // magnitude max is m (bf16x2::abs_max2 over w). The rare fallback unpacks the pairs again.
 __device__ __forceinline__ uint8_t mx_group_from_bf16_pairs(const uint32_t* w, uint32_t m, quant::MxScaleRule rule,
                                                             uint4& codes) {
-  const uint8_t sc = quant::mx_scale_code(quant::amax_from_bits(bf16x2::both_amax_bits(m)), rule,
-                                          quant::ElementFormat::e2m1);
+  const uint8_t sc = quant::mx_scale_code_of_abs_bits(bf16x2::both_amax_bits(m), rule, quant::ElementFormat::e2m1);
   const int k = static_cast<int>(sc) - 127;
   if (sc == fmt::kE8M0Nan || k < kBf16MagicMinK || k > kE2m1MagicMaxK) {  // NaN block, or k out of range: rare
     float y[32];

@@ -61,6 +61,14 @@ inline std::vector<uint16_t> make_bf16_tensor(std::mt19937_64& rng, int64_t rows
   // All-zero 1x128 run on row 1 (also a zero 32-block for MX) and a zero column stretch.
   for (int64_t c = 0; c < std::min<int64_t>(cols, 128); ++c) x[static_cast<size_t>(1 * cols + c)] = 0;
   for (int64_t r = 0; r < std::min<int64_t>(rows, 32); ++r) x[static_cast<size_t>(r * cols + cols - 1)] = 0x8000;
+  // All-subnormal 1x128 run on row 2 and 32-row stretch of column 0 (MX: a block whose amax is a
+  // subnormal gets scale code 0, i.e. its elements are multiplied by 2^127 before encoding).
+  std::uniform_int_distribution<int> subnormal(1, 0x7f);
+  auto tiny = [&] { return static_cast<uint16_t>(subnormal(rng) | (rng() & 1 ? 0x8000 : 0)); };
+  if (rows > 2) {
+    for (int64_t c = 0; c < std::min<int64_t>(cols, 128); ++c) x[static_cast<size_t>(2 * cols + c)] = tiny();
+  }
+  for (int64_t r = 32; r < std::min<int64_t>(rows, 64); ++r) x[static_cast<size_t>(r * cols)] = tiny();
   std::uniform_int_distribution<int64_t> pick(0, rows * cols - 1);
   const uint16_t planted[] = {0x7fc0, 0xffc0, 0x7f80, 0xff80, 0x0001, 0x8003, 0x007f, 0x3f88 /*1.0625*/,
                               0xbf88, 0x3f90 /*1.125*/, 0x43e0 /*448*/, 0x43f0 /*480*/, 0x4400 /*512*/};

@@ -63,16 +63,22 @@ NIBBLE_HD constexpr int fp8_block_scale_exponent(float amax, float fmax = fmt::k
 // significand is the raw fraction field. tests/quant/test_scale_rules.cpp checks this against the
 // definitions above (every BF16 amax, every float exponent with the fractions around fmax's, random
 // floats, both rules, every element format).
-NIBBLE_HD constexpr uint8_t mx_scale_code(float amax, MxScaleRule rule, ElementFormat f) {
-  const uint32_t a = abs_bits(amax);
+// On the bits of |amax| (abs_bits(amax)): the biased exponent field e gives floor_log2_at_least_m127
+// = e - 127 for every finite amax, so the code k + 127 is e - emax_elem (ocp) or
+// e - floor(log2 fmax) + above (round_up), floored at 0; e <= 254 and both subtrahends are >= 2, so
+// the upper clamp (127) never binds. Integer operations only: the kernels hand their bit-level amax
+// straight in.
+NIBBLE_HD constexpr uint8_t mx_scale_code_of_abs_bits(uint32_t a, MxScaleRule rule, ElementFormat f) {
   if (a >= 0x7f800000u) return fmt::kE8M0Nan;
-  const float fmax = element_max(f);
-  int k = fmt::floor_log2_at_least_m127(amax) - element_emax(f);
-  if (rule == MxScaleRule::round_up) {
-    const bool above = (a & 0x7fffffu) > (fmt::float_bits(fmax) & 0x7fffffu);
-    k = fmt::floor_log2_at_least_m127(amax) - fmt::floor_log2(fmax) + (above ? 1 : 0);
-  }
-  return fmt::encode_e8m0_exponent(clamp_exponent(k));
+  const uint32_t fmax_bits = fmt::float_bits(element_max(f));
+  const int sub = rule == MxScaleRule::round_up
+                      ? fmt::floor_log2(element_max(f)) - ((a & 0x7fffffu) > (fmax_bits & 0x7fffffu) ? 1 : 0)
+                      : element_emax(f);
+  const int code = static_cast<int>(a >> 23) - sub;
+  return static_cast<uint8_t>(code < 0 ? 0 : code);
+}
+NIBBLE_HD constexpr uint8_t mx_scale_code(float amax, MxScaleRule rule, ElementFormat f) {
+  return mx_scale_code_of_abs_bits(abs_bits(amax), rule, f);
 }
 
 // QuEST's power-of-two scale exponent k = floor(log2 t) for the clip threshold t > 0, clamped to
