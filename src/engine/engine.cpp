@@ -40,6 +40,7 @@ bench::GpuInfo to_bench_gpu(const GpuInfo& g, const std::string& nvml_driver) {
   out.compute_capability = g.cc_major * 10 + g.cc_minor;
   out.sm_clock_mhz = g.sm_clock_mhz;
   out.memory_clock_mhz = g.memory_clock_mhz;
+  out.memory_bandwidth_gbs = bench::peak_memory_bandwidth_gbs(g.memory_clock_mhz, g.memory_bus_bits);
   out.driver_version = nvml_driver.empty() ? version_string(g.driver_version) + " (CUDA driver API)" : nvml_driver;
   out.cuda_version = version_string(g.runtime_version);
   out.cublaslt_version = ::fmt::format("{}.{}.{}", g.cublaslt_version / 10000, (g.cublaslt_version / 100) % 100,

@@ -116,6 +116,7 @@ bool query_gpu(GpuInfo& info) {
   int clk = 0, mclk = 0;
   NIBBLE_CUDA_CHECK(cudaDeviceGetAttribute(&clk, cudaDevAttrClockRate, dev));
   NIBBLE_CUDA_CHECK(cudaDeviceGetAttribute(&mclk, cudaDevAttrMemoryClockRate, dev));
+  NIBBLE_CUDA_CHECK(cudaDeviceGetAttribute(&info.memory_bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev));
   info.sm_clock_mhz = clk / 1000;
   info.memory_clock_mhz = mclk / 1000;
   NIBBLE_CUDA_CHECK(cudaDriverGetVersion(&info.driver_version));

@@ -218,9 +218,15 @@ std::string render_terminal(const BenchResult& r) {
   out += "\n";
   if (!r.date.empty()) out += fmt::format("{}  {}\n", r.date, r.command_line);
   out += model_line(r);
-  if (r.copy_bandwidth_gbs > 0)
-    out += fmt::format("copy bandwidth {} {:.2f} TB/s\n", r.predicted ? "assumed" : "measured",
-                       r.copy_bandwidth_gbs / 1000);
+  if (r.copy_bandwidth_gbs > 0) {
+    out += fmt::format("copy bandwidth {} {:.2f} TB/s", r.predicted ? "assumed" : "measured", r.copy_bandwidth_gbs / 1000);
+    if (r.gpu.memory_bandwidth_gbs > 0) {
+      out += fmt::format(" ({:.2f} of the {:.2f} TB/s peak{})", r.copy_bandwidth_gbs / r.gpu.memory_bandwidth_gbs,
+                         r.gpu.memory_bandwidth_gbs / 1000,
+                         r.predicted ? " in the GPU database" : " from the memory clock and bus width");
+    }
+    out += "\n";
+  }
   if (!r.predicted) out += "GPU clocks during the run: " + bench::clock_record_text(r.clocks) + "\n";
   const auto recipes = bench::recipes_in(r);
   for (Mode mode : bench::modes_in(r)) out += pass_tables(r, mode, recipes);

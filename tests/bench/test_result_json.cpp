@@ -136,6 +136,17 @@ TEST(ResultJson, ReadFileErrors) {
   std::filesystem::remove(p);
 }
 
+// Peak DRAM bandwidth from clock and bus width, against the datasheets: H100 SXM (HBM3, 2619 MHz,
+// 5120 bits) 3.35 TB/s; H200 (HBM3e, 3201 MHz, 6144 bits) 4.92 TB/s; RTX 4090 (GDDR6X reported at
+// 10501 MHz, 384 bits) 1.01 TB/s; unknown inputs give 0.
+TEST(ResultJson, PeakMemoryBandwidthFromClockAndBus) {
+  EXPECT_NEAR(peak_memory_bandwidth_gbs(2619, 5120), 3352.3, 0.1);
+  EXPECT_NEAR(peak_memory_bandwidth_gbs(3201, 6144), 4917.0, 0.5);
+  EXPECT_NEAR(peak_memory_bandwidth_gbs(10501, 384), 1008.1, 0.1);
+  EXPECT_EQ(peak_memory_bandwidth_gbs(0, 5120), 0.0);
+  EXPECT_EQ(peak_memory_bandwidth_gbs(2619, 0), 0.0);
+}
+
 TEST(ResultJson, ModeNames) {
   for (Mode m : {Mode::pre_quantized, Mode::step, Mode::per_gemm})
     EXPECT_EQ(mode_from_string(to_string(m)), m);

@@ -76,6 +76,11 @@ TEST(EngineSequences, EveryLayerTimedAsOneSequenceAndSummed) {
   // With NVML, the NVIDIA driver's own version ("580.159.04"), not the CUDA driver API's ("13.0").
   EXPECT_EQ(r.gpu.driver_version.find("CUDA driver API"), std::string::npos) << r.gpu.driver_version;
   EXPECT_GE(std::count(r.gpu.driver_version.begin(), r.gpu.driver_version.end(), '.'), 1) << r.gpu.driver_version;
+  // Peak HBM bandwidth from the memory clock and bus width: within 1.0-10 TB/s on any data-centre GPU,
+  // and above the copy bandwidth the run measured.
+  EXPECT_GT(r.gpu.memory_bandwidth_gbs, 1000.0);
+  EXPECT_LT(r.gpu.memory_bandwidth_gbs, 10000.0);
+  EXPECT_GT(r.gpu.memory_bandwidth_gbs, r.copy_bandwidth_gbs);
   for (const auto& s : bench::summarize(r)) {
     EXPECT_TRUE(std::isfinite(s.sequence_layer_ms)) << s.recipe << " " << bench::to_string(s.mode);
     EXPECT_TRUE(std::isfinite(s.sequence_speedup_vs_bf16)) << s.recipe;

@@ -94,6 +94,20 @@ TEST(Terminal, PredictedBannerAndFailedRows) {
   EXPECT_TRUE(has(t, "FAILED"));
 }
 
+// The copy bandwidth next to the peak: from the memory clock and bus width when measured, from the
+// database when predicted, left out when unknown.
+TEST(Terminal, CopyBandwidthAgainstThePeak) {
+  auto r = sample();
+  r.copy_bandwidth_gbs = 3010;
+  r.gpu.memory_bandwidth_gbs = 3352.3;
+  EXPECT_TRUE(has(render_terminal(r),
+                  "copy bandwidth measured 3.01 TB/s (0.90 of the 3.35 TB/s peak from the memory clock and bus width)\n"));
+  r.predicted = true;
+  EXPECT_TRUE(has(render_terminal(r), "copy bandwidth assumed 3.01 TB/s (0.90 of the 3.35 TB/s peak in the GPU database)\n"));
+  r.gpu.memory_bandwidth_gbs = 0;
+  EXPECT_TRUE(has(render_terminal(r), "copy bandwidth assumed 3.01 TB/s\n"));
+}
+
 TEST(Csv, HeaderIsTheSchemaAndOneLinePerRow) {
   BenchResult r = sample();
   r.rows[1].error = "cuBLASLt: no algorithm, \"heuristic\" empty";

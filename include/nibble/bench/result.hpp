@@ -38,13 +38,20 @@ bool is_valid_path(std::string_view text);
 // Throws std::invalid_argument naming `field` and listing the valid paths.
 void check_path(std::string_view text, std::string_view field);
 
+// Peak DRAM bandwidth in GB/s from the memory clock (MHz) and bus width (bits), at two transfers per
+// clock (HBM, GDDR6X as the driver reports its clock): H100 SXM 2619 MHz x 5120 bits -> 3352 GB/s.
+// 0 when either is unknown.
+constexpr double peak_memory_bandwidth_gbs(double memory_clock_mhz, int bus_bits) {
+  return memory_clock_mhz > 0 && bus_bits > 0 ? 2.0 * memory_clock_mhz * bus_bits / 8.0 / 1000.0 : 0.0;
+}
+
 struct GpuInfo {
   std::string name;               // "NVIDIA H200" (measured) or the database key (predicted)
   int sm_count = 0;
   int compute_capability = 0;     // 90 for sm_90
   double sm_clock_mhz = 0;        // max SM clock
   double memory_clock_mhz = 0;
-  double memory_bandwidth_gbs = 0;  // datasheet HBM bandwidth
+  double memory_bandwidth_gbs = 0;  // peak HBM bandwidth: the database's (predicted), or peak_memory_bandwidth_gbs (measured)
   std::string driver_version;     // "580.159.04" (NVML); without NVML the CUDA driver API's "13.0 (CUDA driver API)"
   std::string cuda_version;       // runtime, "12.9"
   std::string cublaslt_version;   // "12.9.1"

@@ -35,6 +35,7 @@ struct GpuInfo {
   size_t total_memory = 0;
   int sm_clock_mhz = 0;      // current SM clock read after warm-up (NVML-free: cudaDeviceGetAttribute)
   int memory_clock_mhz = 0;
+  int memory_bus_bits = 0;   // cudaDevAttrGlobalMemoryBusWidth
   int driver_version = 0;    // cudaDriverGetVersion
   int runtime_version = 0;   // cudaRuntimeGetVersion
   size_t cublaslt_version = 0;
