@@ -77,6 +77,7 @@ RecipeSummary sum_rows(const BenchResult& result, const std::string& recipe, Mod
     }
     add_to_pass(s.gemm, r.pass, r.gemm.median_ms * c);
     add_to_pass(s.quant, r.pass, r.quant_ms * c);
+    s.quant_bytes += r.quant_bytes * c;
     add_to_pass(s.ms, r.pass, r.total_ms * c);
     s.layer_flops += r.flops * c;
     if (std::isfinite(r.bound_ms)) bound += r.bound_ms * c;
@@ -154,6 +155,8 @@ std::vector<RecipeSummary> summarize(const BenchResult& result) {
       if (const RecipeSummary* pre = find_summary(out, s.recipe, Mode::pre_quantized);
           pre && pre->failed_rows == 0)
         s.quant_overhead_ms = s.layer_ms - pre->layer_ms;
+    if (s.quant.total_ms() > 0 && s.quant_bytes > 0 && result.copy_bandwidth_gbs > 0)
+      s.quant_vs_copy = s.quant_bytes / (result.copy_bandwidth_gbs * 1e6) / s.quant.total_ms();  // GB/s x 1e6 = bytes/ms
   }
   return out;
 }

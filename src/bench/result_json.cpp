@@ -85,6 +85,8 @@ json summary_json(const RecipeSummary& s) {
             {"forward_speedup_vs_bf16", number_or_null(s.forward_speedup_vs_bf16)},
             {"backward_speedup_vs_bf16", number_or_null(s.backward_speedup_vs_bf16)},
             {"quant_overhead_ms", number_or_null(s.quant_overhead_ms)},
+            {"quant_bytes", s.quant_bytes},
+            {"quant_vs_copy", number_or_null(s.quant_vs_copy)},
             {"sequence_layer_ms", number_or_null(s.sequence_layer_ms)},
             {"sequence_speedup_vs_bf16", number_or_null(s.sequence_speedup_vs_bf16)},
             {"failed_rows", s.failed_rows}};

@@ -30,7 +30,7 @@ th { background: #f0f0f0; } td.l, th.l { text-align: left; }
 std::string summary_rows(const std::vector<bench::RecipeSummary>& sums) {
   std::string out =
       "<table><tr><th class=l>recipe</th><th class=l>mode</th><th>fprop ms</th><th>dgrad ms</th>"
-      "<th>wgrad ms</th><th>quant ms</th><th>layer ms</th><th>model ms</th><th>TFLOP/s</th>"
+      "<th>wgrad ms</th><th>quant ms</th><th>quant vs copy</th><th>layer ms</th><th>model ms</th><th>TFLOP/s</th>"
       "<th>vs bf16</th><th>vs baseline</th><th>quant overhead ms</th><th>bound ms</th>"
       "<th>fwd / bwd vs bf16</th><th>as one sequence ms (vs bf16)</th><th class=l>path</th></tr>\n";
   for (const auto& s : sums) {
@@ -38,11 +38,12 @@ std::string summary_rows(const std::vector<bench::RecipeSummary>& sums) {
     if (s.mixed_paths) path += " (mixed)";
     if (s.failed_rows) path += fmt::format(" [{} failed]", s.failed_rows);
     out += fmt::format(
-        "<tr><td class=l>{}</td><td class=l>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+        "<tr><td class=l>{}</td><td class=l>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
         "<td><b>{}</b></td><td>{}</td><td>{}</td><td><b>{}</b></td><td>{}</td><td>{}</td><td>{}</td>"
         "<td>{} / {}</td><td>{} ({})</td><td class=l>{}</td></tr>\n",
         escape(s.recipe), bench::to_string(s.mode), ms_text(s.ms.fprop_ms), ms_text(s.ms.dgrad_ms),
-        ms_text(s.ms.wgrad_ms), ms_text(s.quant.total_ms()), ms_text(s.layer_ms), ms_text(s.model_ms),
+        ms_text(s.ms.wgrad_ms), ms_text(s.quant.total_ms()),
+        std::isfinite(s.quant_vs_copy) ? fmt::format("{:.2f}", s.quant_vs_copy) : std::string("-"), ms_text(s.layer_ms), ms_text(s.model_ms),
         tflops_text(s.layer_tflops), speedup_text(s.speedup_vs_bf16), speedup_text(s.speedup_vs_baseline),
         ms_text(s.quant_overhead_ms), ms_text(s.bound_layer_ms), speedup_text(s.forward_speedup_vs_bf16),
         speedup_text(s.backward_speedup_vs_bf16), ms_text(s.sequence_layer_ms),

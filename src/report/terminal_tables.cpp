@@ -111,9 +111,13 @@ std::string overhead_and_asymmetry(const std::vector<RecipeSummary>& sums, const
     for (const auto& s : sums)
       if (std::isfinite(s.quant_overhead_ms) && s.recipe != "bf16") {
         const auto* pre = bench::find_summary(sums, s.recipe, Mode::pre_quantized);
-        out += fmt::format("  {:<13}{:<10}{:>9} ms  ({:+.0f}% of the GEMM time)\n", s.recipe,
+        out += fmt::format("  {:<13}{:<10}{:>9} ms  ({:+.0f}% of the GEMM time)", s.recipe,
                            bench::to_string(s.mode), ms_text(s.quant_overhead_ms),
                            100.0 * s.quant_overhead_ms / pre->layer_ms);
+        if (std::isfinite(s.quant_vs_copy))
+          out += fmt::format("; its quantization kernels move {:.0f} MB at {:.2f} of copy bandwidth",
+                             s.quant_bytes / 1e6, s.quant_vs_copy);
+        out += "\n";
       }
   }
   // GEMM-only asymmetry (the first mode, pre-quantized when it ran); the JSON has every mode.

@@ -73,6 +73,32 @@ TEST(Aggregate, SpeedupsAndOverhead) {
   EXPECT_FALSE(step->mixed_paths);
 }
 
+// The quantization's bandwidth against the copy: computed here row by row, straight from the definition.
+TEST(Aggregate, QuantizationBandwidthAgainstCopy) {
+  auto rng = fresh_rng();
+  const BenchResult b = testing::handmade_result(rng);
+  const auto summaries = summarize(b);
+  for (const RecipeSummary& s : summaries) {
+    double bytes = 0, ms = 0;
+    for (const Row& r : b.rows)
+      if (r.recipe == s.recipe && r.mode == s.mode && !r.per_model && r.ok()) {
+        bytes += r.quant_bytes * static_cast<double>(r.count);
+        ms += r.quant_ms * static_cast<double>(r.count);
+      }
+    EXPECT_NEAR(s.quant_bytes, bytes, 1e-6 * bytes) << s.recipe;
+    if (ms > 0) {
+      const double want = (bytes / (b.copy_bandwidth_gbs * 1e9)) / (ms * 1e-3);
+      EXPECT_NEAR(s.quant_vs_copy, want, 1e-9 * want) << s.recipe << " " << to_string(s.mode);
+      EXPECT_TRUE(is_autocast(s.mode));
+    } else {
+      EXPECT_TRUE(std::isnan(s.quant_vs_copy)) << s.recipe << " " << to_string(s.mode);
+    }
+  }
+  BenchResult no_copy = b;
+  no_copy.copy_bandwidth_gbs = 0;
+  for (const RecipeSummary& s : summarize(no_copy)) EXPECT_TRUE(std::isnan(s.quant_vs_copy)) << s.recipe;
+}
+
 TEST(Aggregate, Bf16RunOnceServesEveryMode) {
   auto rng = fresh_rng();
   BenchResult b = testing::handmade_result(rng, {"bf16"}, {Mode::pre_quantized});

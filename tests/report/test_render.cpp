@@ -94,6 +94,23 @@ TEST(Terminal, PredictedBannerAndFailedRows) {
   EXPECT_TRUE(has(t, "FAILED"));
 }
 
+// The overhead lines say how fast the quantization kernels ran against the copy.
+TEST(Terminal, QuantizationOverheadWithItsBandwidth) {
+  const auto r = sample();
+  const std::string t = render_terminal(r);
+  int lines = 0;
+  for (const auto& s : bench::summarize(r)) {
+    if (!std::isfinite(s.quant_overhead_ms) || s.recipe == "bf16") continue;
+    ASSERT_TRUE(std::isfinite(s.quant_vs_copy)) << s.recipe;
+    EXPECT_TRUE(has(t, fmt::format("its quantization kernels move {:.0f} MB at {:.2f} of copy bandwidth\n",
+                                   s.quant_bytes / 1e6, s.quant_vs_copy)))
+        << s.recipe;
+    ++lines;
+  }
+  EXPECT_GT(lines, 0);
+  EXPECT_TRUE(has(to_html(r), "<th>quant vs copy</th>"));
+}
+
 // The copy bandwidth next to the peak: from the memory clock and bus width when measured, from the
 // database when predicted, left out when unknown.
 TEST(Terminal, CopyBandwidthAgainstThePeak) {

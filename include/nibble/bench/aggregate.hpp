@@ -47,6 +47,12 @@ struct RecipeSummary {
   double sequence_speedup_vs_bf16 = kNaN;
   // Autocast layer_ms minus the same recipe's pre-quantized layer_ms, when both ran.
   double quant_overhead_ms = kNaN;
+  // Bytes the layer's quantization reads and writes (sum of the rows' quant_bytes x count).
+  double quant_bytes = 0;
+  // The quantization's effective bandwidth, quant_bytes / quant.total_ms(), as a fraction of the run's
+  // copy bandwidth: 1 = every quantization kernel at copy speed. NaN without quantization time or a copy
+  // bandwidth.
+  double quant_vs_copy = kNaN;
   // Rows with an error. The sums skip them, so a recipe with failures looks faster than it is:
   // its speedups are left NaN rather than overstated.
   int failed_rows = 0;
