@@ -32,6 +32,8 @@ ClockRecord summarize_clock_samples(const std::vector<ClockSample>& samples, con
   return c;
 }
 
+std::string clock_header(const ClockRecord& c) { return "GPU clocks during the run: " + clock_record_text(c); }
+
 std::string clock_record_text(const ClockRecord& c) {
   if (!c.available) return "not recorded" + (c.source.empty() ? std::string() : ": " + c.source);
   std::string out = fmt::format("SM clock {:.0f}-{:.0f} MHz (median {:.0f}) over {} samples ({})", c.sm_clock_mhz_min,

@@ -34,7 +34,7 @@ std::string render_comparison(const bench::BenchResult& a, const bench::BenchRes
     out += "note: the two results are for different models or batches; B/A mixes hardware and shape\n";
   // The clocks each measured side ran at: a power-capped run's rows move by several percent on their own.
   for (const auto& [side, r] : {std::pair{"A", &a}, std::pair{"B", &b}})
-    if (!r->predicted) out += fmt::format("{} GPU clocks during the run: {}\n", side, bench::clock_record_text(r->clocks));
+    if (!r->predicted) out += fmt::format("{} {}\n", side, bench::clock_header(r->clocks));
   out += fmt::format("\n{:<13}{:<14}{:>12}{:>12}{:>9}{:>11}{:>11}  {}\n", "recipe", "mode", "A layer ms",
                      "B layer ms", "B/A", "A vs bf16", "B vs bf16", "paths (A | B)");
   std::vector<std::pair<std::string, bench::Mode>> keys;

@@ -140,7 +140,7 @@ std::string to_html(const BenchResult& r) {
                      escape(g.cublaslt_version), escape(r.date), escape(r.command_line), r.tokens,
                      r.layers, escape(r.baseline_recipe), r.copy_bandwidth_gbs / 1000,
                      r.predicted ? "assumed" : "measured");
-  if (!r.predicted) out += "<p class=note>GPU clocks during the run: " + escape(bench::clock_record_text(r.clocks)) + "</p>\n";
+  if (!r.predicted) out += "<p class=note>" + escape(bench::clock_header(r.clocks)) + "</p>\n";
   if (r.model.contains("model"))
     out += fmt::format("<p class=note>model: <code>{}</code></p>\n", escape(r.model["model"].dump()));
   out += "<h2>Summary per layer</h2>\n" + summary_rows(sums);

@@ -231,7 +231,7 @@ std::string render_terminal(const BenchResult& r) {
     }
     out += "\n";
   }
-  if (!r.predicted) out += "GPU clocks during the run: " + bench::clock_record_text(r.clocks) + "\n";
+  if (!r.predicted) out += bench::clock_header(r.clocks) + "\n";
   const auto recipes = bench::recipes_in(r);
   for (Mode mode : bench::modes_in(r)) out += pass_tables(r, mode, recipes);
   const auto sums = bench::summarize(r);

@@ -47,6 +47,9 @@ ClockRecord summarize_clock_samples(const std::vector<ClockSample>& samples, con
 // One sentence for a report header: "SM clock 1125-1980 MHz (median 1485) over 1361 samples (...), power up to
 // 713 W, at the power cap in 98% of the samples", or "not recorded: <source>".
 std::string clock_record_text(const ClockRecord& c);
+// The header line's sentence, "GPU clocks during the run: " + clock_record_text(c) (no newline): the
+// terminal, HTML and compare renderers all print it.
+std::string clock_header(const ClockRecord& c);
 
 // True when the clocks moved enough to matter for comparing rows: the GPU sat at a power or thermal limit
 // in at least a quarter of the samples, or the SM clock's lowest sample was more than 10% below its highest.
