@@ -14,6 +14,7 @@ namespace nibble::predict {
 
 struct GpuSpec {
   std::string name;                 // database key: "H200 SXM"
+  std::vector<std::string> device_names;  // what the CUDA runtime calls the part: "NVIDIA H100 80GB HBM3"
   std::string arch;                 // "hopper" | "blackwell"
   int compute_capability = 0;       // 90, 100, 103, 120
   int sm_count = 0;
@@ -32,7 +33,9 @@ struct GpuSpec {
 // data/gpus.json (workload::data_dir()). Errors name the file and field.
 std::vector<GpuSpec> load_gpu_database();
 std::vector<GpuSpec> load_gpu_database(const std::string& path);
-// Case-insensitive, spaces/dashes/underscores ignored ("h200-sxm" finds "H200 SXM"). Throws
+// Case-insensitive, spaces/dashes/underscores ignored ("h200-sxm" finds "H200 SXM"); also the
+// runtime's device names: an entry's device_names, else the name without "NVIDIA " / "GeForce " (with
+// " SXM" appended when that alone matches nothing: "NVIDIA H200" is the SXM part). Throws
 // std::invalid_argument listing the known GPUs.
 const GpuSpec& find_gpu(const std::vector<GpuSpec>& gpus, std::string_view name);
 
@@ -87,8 +90,23 @@ struct Calibration {
 // (docs/perf/2026-12-04-h200/session18/run5/bench.json: codonfm-5b, every recipe, pre-quantized + step).
 inline constexpr const char* kMeasuredCalibrationFile = "h200-nibble-bench-2026-12-04-session18.json";
 
+// Measured calibrations of other GPUs in data/calibration/, by database name: a prediction for one of
+// them is fitted on that GPU's own measurement (docs/perf/2026-12-05-h100/session25/run3/bench.json for
+// the H100: codonfm-5b, every recipe, pre-quantized + step, session 25's kernels).
+struct MeasuredCalibrationFile {
+  const char* gpu;   // database name
+  const char* file;  // in data/calibration/
+};
+inline constexpr MeasuredCalibrationFile kMeasuredCalibrationFiles[] = {
+    {"H200 SXM", kMeasuredCalibrationFile},
+    {"H100 SXM", "h100-nibble-bench-2026-12-05-session25.json"},
+};
+
 // kMeasuredCalibrationFile when present, else data/calibration/h200-spec-reference.json, fitted.
 Calibration default_calibration();
+// The calibration measured on `gpu` (a database name) when data/calibration/ has one
+// (kMeasuredCalibrationFiles), else default_calibration(). Fitted once per GPU and process.
+Calibration calibration_for(const std::string& gpu);
 Calibration load_calibration(const std::string& path);  // fitted against its own GPU
 // Least-squares (relative error) fit of one efficiency per family present in the observations;
 // families without observations borrow: fp8-* and native families from fp8-tensor, else bf16.
@@ -103,7 +121,7 @@ double efficiency_of(const Calibration& calibration, const std::string& family);
 struct PredictOptions {
   std::string baseline_recipe = "fp8-delayed";
   std::string command_line;
-  const Calibration* calibration = nullptr;  // nullptr: default_calibration()
+  const Calibration* calibration = nullptr;  // nullptr: calibration_for(the GPU)
 };
 
 // The benchmark a GPU would produce, as a BenchResult with predicted = true, every row's path

@@ -52,7 +52,7 @@ bench::GpuInfo to_bench_gpu(const GpuInfo& g, const std::string& nvml_driver) {
 double peak_for(const std::string& recipe, const std::string& gpu_name) {
   try {
     static const auto db = predict::load_gpu_database();
-    const auto& spec = predict::find_gpu(db, gpu_name.find("H200") != std::string::npos ? "H200 SXM" : gpu_name);
+    const auto& spec = predict::find_gpu(db, gpu_name);  // the runtime's name, e.g. "NVIDIA H100 80GB HBM3"
     return predict::execution_for(recipe, spec).peak_tflops;
   } catch (const std::exception&) {
     return 0;  // unknown GPU: pct_of_peak stays NaN

@@ -184,6 +184,23 @@ Calibration default_calibration() {
   return c;
 }
 
+Calibration calibration_for(const std::string& gpu) {
+  static std::map<std::string, Calibration> fitted;  // the CLI is single-threaded; tests call it in turn
+  if (const auto it = fitted.find(gpu); it != fitted.end()) return it->second;
+  for (const auto& m : kMeasuredCalibrationFiles) {
+    if (gpu != m.gpu) continue;
+    const auto path = workload::data_dir() / "calibration" / m.file;
+    if (!std::ifstream(path).good()) break;
+    const bench::BenchResult r = bench::read_result_file(path.string());
+    const auto gpus = load_gpu_database();
+    const GpuSpec& spec = find_gpu(gpus, r.gpu.name);
+    if (spec.name != gpu)
+      throw std::logic_error(fmt::format("data/calibration/{} was measured on {}, not on {}", m.file, spec.name, gpu));
+    return fitted.emplace(gpu, calibration_from_result(r, spec)).first->second;
+  }
+  return fitted.emplace(gpu, default_calibration()).first->second;
+}
+
 Calibration calibration_from_result(const bench::BenchResult& measured, const GpuSpec& gpu) {
   if (measured.predicted)
     throw std::invalid_argument("calibration_from_result: the result is itself a prediction; calibrate on "

@@ -51,6 +51,16 @@ std::vector<GpuSpec> load_gpu_database(const std::string& path) {
     GpuSpec s;
     s.name = json_fields::text_or(g, "name", "", where);
     if (s.name.empty()) throw std::invalid_argument(where + ".name: missing");
+    if (g.contains("device_names")) {
+      const auto& names = g["device_names"];
+      if (!names.is_array())
+        throw std::invalid_argument(where + ".device_names: must be an array of strings (the CUDA runtime's names)");
+      for (size_t k = 0; k < names.size(); ++k) {
+        if (!names[k].is_string() || names[k].get<std::string>().empty())
+          throw std::invalid_argument(fmt::format("{}.device_names[{}]: must be a non-empty string", where, k));
+        s.device_names.push_back(names[k].get<std::string>());
+      }
+    }
     s.arch = json_fields::text_or(g, "arch", "", where);
     s.compute_capability = json_fields::whole_number(g, "compute_capability", 1000, where);
     s.sm_count = json_fields::whole_number(g, "sm_count", 1 << 20, where);
@@ -75,9 +85,13 @@ std::vector<GpuSpec> load_gpu_database() { return load_gpu_database((workload::d
 const GpuSpec& find_gpu(const std::vector<GpuSpec>& gpus, std::string_view name) {
   for (const auto& g : gpus)
     if (squash(g.name) == squash(name)) return g;
+  for (const auto& g : gpus)
+    for (const auto& d : g.device_names)
+      if (squash(d) == squash(name)) return g;
   // What the CUDA runtime reports: "NVIDIA H200" is the SXM part ("NVIDIA H200 NVL" the NVL one).
   std::string_view bare = name;
   if (bare.rfind("NVIDIA ", 0) == 0) bare.remove_prefix(7);
+  if (bare.rfind("GeForce ", 0) == 0) bare.remove_prefix(8);
   for (const std::string& candidate : {std::string(bare), std::string(bare) + " SXM"})
     for (const auto& g : gpus)
       if (squash(g.name) == squash(candidate)) return g;

@@ -19,7 +19,7 @@ bench::BenchResult predict_bench(const workload::Workload& w, const std::vector<
   if (recipes.empty()) throw std::invalid_argument("recipes: empty; give at least one (e.g. bf16)");
   if (modes.empty()) throw std::invalid_argument("modes: empty; give pre-quantized, step or per-gemm");
   for (const auto& r : recipes) execution_for(r, gpu);  // unknown names fail before any work
-  const Calibration calibration = options.calibration ? *options.calibration : default_calibration();
+  const Calibration calibration = options.calibration ? *options.calibration : calibration_for(gpu.name);
 
   bench::BenchResult out;
   out.predicted = true;

@@ -75,6 +75,14 @@ TEST(PredictDataFiles, GpuDatabaseFieldOfTheWrongTypeNamesTheField) {
     const ScratchJson f(bad);
     expect_refusal_naming(key, [&] { (void)load_gpu_database(f.str()); });
   }
+  // device_names: an array of non-empty strings, or refused naming the field.
+  for (const nlohmann::json& bad_names : {nlohmann::json("NVIDIA H200"), nlohmann::json::array({1}),
+                                          nlohmann::json::array({""})}) {
+    nlohmann::json bad = db;
+    bad["gpus"][i]["device_names"] = bad_names;
+    const ScratchJson f(bad);
+    expect_refusal_naming("device_names", [&] { (void)load_gpu_database(f.str()); });
+  }
   nlohmann::json not_an_entry = db;
   not_an_entry["gpus"][i] = static_cast<int>(rng() % 100);
   const ScratchJson f(not_an_entry);

@@ -31,6 +31,19 @@ TEST(GpuDatabase, HasTheRequiredGpusWithSources) {
   EXPECT_EQ(find_gpu(db(), "H200 SXM").bf16_tflops, 989.4);
 }
 
+// The names the CUDA runtime reports (as in a measured result's gpu_info.name) find their entries:
+// through device_names ("NVIDIA H100 80GB HBM3", measured on our H100), or the name less "NVIDIA " /
+// "GeForce " (with " SXM" for the bare H200). The NVL part is not taken for the SXM one.
+TEST(GpuDatabase, RuntimeDeviceNamesFindTheirEntries) {
+  EXPECT_EQ(find_gpu(db(), "NVIDIA H100 80GB HBM3").name, "H100 SXM");
+  EXPECT_EQ(find_gpu(db(), "NVIDIA H200").name, "H200 SXM");
+  EXPECT_EQ(find_gpu(db(), "NVIDIA H200 NVL").name, "H200 NVL");
+  EXPECT_EQ(find_gpu(db(), "NVIDIA B200").name, "B200");
+  EXPECT_EQ(find_gpu(db(), "NVIDIA GeForce RTX 5090").name, "RTX 5090");
+  EXPECT_THROW(find_gpu(db(), "NVIDIA H100 PCIe"), std::invalid_argument);  // not in the database
+  EXPECT_THROW(find_gpu(db(), "NVIDIA A100-SXM4-80GB"), std::invalid_argument);
+}
+
 TEST(GpuDatabase, UnknownGpuListsTheKnownOnes) {
   try {
     find_gpu(db(), "A100");

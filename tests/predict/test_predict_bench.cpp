@@ -55,6 +55,30 @@ TEST(PredictBench, H200WithinTenPercentOfOurMeasurementEveryRecipe) {
   EXPECT_EQ(compared, 16);
 }
 
+// The same on the H100 against its own shipped measurement, which its predictions are fitted on; the
+// calibration label says which measurement that was.
+TEST(PredictBench, H100WithinTenPercentOfItsOwnMeasurementEveryRecipe) {
+  const char* file = nullptr;
+  for (const auto& m : predict::kMeasuredCalibrationFiles)
+    if (std::string(m.gpu) == "H100 SXM") file = m.file;
+  ASSERT_NE(file, nullptr);
+  const auto measured = bench::read_result_file((workload::data_dir() / "calibration" / file).string());
+  ASSERT_FALSE(measured.predicted);
+  EXPECT_EQ(predict::find_gpu(predict::load_gpu_database(), measured.gpu.name).name, "H100 SXM");
+  const auto r = predict_bench(codonfm(), quant::recipe_names(), {Mode::pre_quantized, Mode::step}, "H100 SXM");
+  EXPECT_NE(r.notes.front().find("measured: " + measured.gpu.name), std::string::npos) << r.notes.front();
+  const auto predicted = bench::summarize(r);
+  int compared = 0;
+  for (const auto& m : bench::summarize(measured)) {
+    const auto* p = bench::find_summary(predicted, m.recipe, m.mode);
+    ASSERT_NE(p, nullptr) << m.recipe;
+    EXPECT_NEAR(p->layer_ms / m.layer_ms, 1.0, 0.10) << m.recipe << " " << bench::to_string(m.mode) << ": predicted "
+                                                     << p->layer_ms << " ms, measured " << m.layer_ms << " ms";
+    ++compared;
+  }
+  EXPECT_EQ(compared, 16);
+}
+
 // A layer the recipe's blocks do not divide is refused as a measurement refuses it (the engine calls the
 // same quant::layer_shape_error): the row carries the error and no time; the other recipes still run.
 TEST(PredictBench, RowsTheMeasurementWouldRejectCarryTheErrorNotATime) {
@@ -101,7 +125,8 @@ TEST(PredictBench, SaysWhenTheGpuIsNotTheCalibrations) {
     return n;
   };
   EXPECT_EQ(notes_with("H200 SXM"), 0);
-  EXPECT_EQ(notes_with("H100 SXM"), 1);
+  EXPECT_EQ(notes_with("H100 SXM"), 0);  // fitted on its own measurement (kMeasuredCalibrationFiles)
+  EXPECT_EQ(notes_with("H200 NVL"), 1);
   const auto b = predict_bench(codonfm(), {"bf16"}, {Mode::step}, "B200");
   bool arch = false;
   for (const auto& note : b.notes) arch = arch || note.find("(a Hopper GPU)") != std::string::npos;
