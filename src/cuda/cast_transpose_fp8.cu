@@ -161,9 +161,8 @@ __global__ void __launch_bounds__(tile::kThreads)
   }
   const int64_t tiles_c = (cols + tile::kTile - 1) / tile::kTile, tiles_r = (rows + tile::kTile - 1) / tile::kTile;
   for (int64_t b = blockIdx.x; b < tiles_r * tiles_c; b += gridDim.x) {
-    const tile::TileCoord t = tile_walk::tile_coord(static_cast<uint32_t>(b), static_cast<uint32_t>(tiles_r),
-                                                    static_cast<uint32_t>(tiles_c),
-                                                    out.colwise != nullptr ? tile::kGroupRows : 0);
+    const tile::TileCoord t = tile::tile_coord(static_cast<uint32_t>(b), static_cast<uint32_t>(tiles_r),
+                                               static_cast<uint32_t>(tiles_c), out.colwise != nullptr);
     cast_transpose_tile<F, kSr>(s, x, rows, cols, t.tr * tile::kTile, t.tc * tile::kTile, scale, out, sr);
   }
 }

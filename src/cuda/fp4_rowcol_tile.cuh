@@ -24,7 +24,6 @@
 
 #include "env_knobs.hpp"
 #include "fp4_kernel_io.cuh"
-#include "tile_walk.cuh"
 #include "quartet_fused_group_math.cuh"
 #include "nibble/cuda/quartet.hpp"
 #include "nibble/format/e8m0.hpp"
@@ -118,10 +117,9 @@ struct TileOrigin {
   int64_t row0, col0;
   Extent e;
 };
-// group_rows: the walk over the tiles (tile_walk.cuh); 0 is row-major.
-__device__ __forceinline__ TileOrigin tile_origin(int64_t rows, int64_t cols, uint32_t group_rows) {
-  const tile_walk::TileCoord t = tile_walk::block_tile(group_rows);
-  const int64_t col0 = t.tc * kCols, row0 = t.tr * kRows;
+__device__ __forceinline__ TileOrigin tile_origin(int64_t rows, int64_t cols) {
+  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kCols;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kRows;
   return {row0, col0,
           Extent{static_cast<int>(rows - row0 < kRows ? rows - row0 : kRows),
                  static_cast<int>(cols - col0 < kCols ? cols - col0 : kCols)}};
@@ -225,11 +223,10 @@ struct Mxfp4Loader {
 
 template <class Groups, class Loader, int kMinBlocks>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
-    kernel(Loader load, int64_t rows, int64_t cols, Groups groups, Mxfp4Planes rowwise, Mxfp4Planes colwise,
-           uint32_t group_rows) {
+    kernel(Loader load, int64_t rows, int64_t cols, Groups groups, Mxfp4Planes rowwise, Mxfp4Planes colwise) {
   __shared__ __align__(16) float smem[kSmemFloats];
   __shared__ float lut[16];
-  const TileOrigin t = tile_origin(rows, cols, group_rows);
+  const TileOrigin t = tile_origin(rows, cols);
   const int64_t row0 = t.row0, col0 = t.col0;
   const Extent e = t.e;
   typename Loader::Regs g;
@@ -353,10 +350,9 @@ static_assert(DenseLoader<uint16_t>::kRowsPerPass == 16, "Bf16TileLoader::park s
 
 template <class Groups, class Loader, int kMinBlocks>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
-    kernel_bf16(Loader load, int64_t rows, int64_t cols, Groups groups, Mxfp4Planes rowwise, Mxfp4Planes colwise,
-           uint32_t group_rows) {
+    kernel_bf16(Loader load, int64_t rows, int64_t cols, Groups groups, Mxfp4Planes rowwise, Mxfp4Planes colwise) {
   __shared__ __align__(16) uint8_t smem[b16::kBytes];
-  const TileOrigin t = tile_origin(rows, cols, group_rows);
+  const TileOrigin t = tile_origin(rows, cols);
   const int64_t row0 = t.row0, col0 = t.col0;
   const Extent e = t.e;
   typename Loader::Regs g;
@@ -415,25 +411,17 @@ inline int min_blocks_knob() {
   return n;
 }
 
-// The walk over the tiles with a column-wise copy: NIBBLE_ROWCOL_GROUP=N walks groups of N tile rows
-// (64 rows each) column by column (tile_walk.cuh); unset or 0: row-major (the A/B knob).
-inline uint32_t group_rows_knob() {
-  static const int n = knobs::integer("NIBBLE_ROWCOL_GROUP", 0);
-  return n > 0 ? static_cast<uint32_t>(n) : 0u;
-}
-
 // Launches the tile kernel for a group policy and a loader (kernel_bf16 for the BF16 tile).
 template <class Groups, class Loader>
 void launch(const Loader& load, int64_t rows, int64_t cols, const Groups& groups, Mxfp4Planes rowwise,
             Mxfp4Planes colwise, cudaStream_t stream) {
   const dim3 g = grid(rows, cols);
-  const uint32_t walk = colwise.codes != nullptr ? group_rows_knob() : 0u;
   if constexpr (Loader::kBf16Tile) {
     static_assert(!Groups::kStochastic, "the BF16 tile serves nearest-rounding BF16-pair policies");
     if (min_blocks_knob() == 4 || (min_blocks_knob() != 5 && Groups::kNearestCtas == 4)) {
-      kernel_bf16<Groups, Loader, 4><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise, walk);
+      kernel_bf16<Groups, Loader, 4><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
     } else {
-      kernel_bf16<Groups, Loader, 5><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise, walk);
+      kernel_bf16<Groups, Loader, 5><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
     }
     NIBBLE_CHECK_LAUNCH();
     return;
@@ -441,12 +429,12 @@ void launch(const Loader& load, int64_t rows, int64_t cols, const Groups& groups
     if constexpr (!Groups::kStochastic && Loader::kFitsFiveCtas) {
       const int knob = min_blocks_knob();
       if (knob == 5 || (knob != 4 && Groups::kNearestCtas == 5)) {
-        kernel<Groups, Loader, 5><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise, walk);
+        kernel<Groups, Loader, 5><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
         NIBBLE_CHECK_LAUNCH();
         return;
       }
     }
-    kernel<Groups, Loader, 4><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise, walk);
+    kernel<Groups, Loader, 4><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
     NIBBLE_CHECK_LAUNCH();
   }
 }

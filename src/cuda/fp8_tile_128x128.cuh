@@ -18,7 +18,6 @@
 
 #include "bf16x2_amax.cuh"
 #include "block_reduce.cuh"
-#include "tile_walk.cuh"
 #include "nibble/cuda/fp8_hw_convert_math.hpp"
 #include "nibble/format.hpp"
 #include "nibble/quant/element_codecs.hpp"
@@ -46,13 +45,27 @@ __device__ __forceinline__ int swizzle(int r) { return (((r >> 3) & 7) ^ ((r >> 
 __device__ __forceinline__ int slot(int r, int q) { return q ^ swizzle(r) ^ ((q >> 3) & 4); }
 
 // ---- which tile a block takes ---------------------------------------------------------------------
-// With a transposed copy, blocks walk groups of kGroupRows tile rows column by column (tile_walk.cuh):
-// the ~500 blocks resident at once then cover ~32 x 16 tiles, so every input row is read in runs of
-// ~16 tiles (4 KB) and every transposed row is written in runs of 32 x 128 bytes (4 KB). Row-wise-only
-// calls, whose outputs follow the input, keep plain row-major order.
+// With a transposed copy, blocks walk groups of kGroupRows tile rows column by column: the ~500
+// blocks resident at once then cover ~32 x 16 tiles, so every input row is read in runs of ~16 tiles
+// (4 KB) and every transposed row is written in runs of 32 x 128 bytes (4 KB). Plain row-major order
+// (kept for row-wise-only calls, whose outputs follow the input) writes the transposed rows in
+// 128-byte pieces spread over the whole output once cols is large.
 inline constexpr int kGroupRows = 32;
-using tile_walk::TileCoord;
-__device__ __forceinline__ TileCoord block_tile(bool grouped) { return tile_walk::block_tile(grouped ? kGroupRows : 0); }
+struct TileCoord {
+  int64_t tr, tc;  // tile row and tile column
+};
+// 32-bit arithmetic (a grid has < 2^31 blocks): 64-bit division is a long subroutine.
+__device__ __forceinline__ TileCoord tile_coord(uint32_t b, uint32_t tiles_r, uint32_t tiles_c, bool grouped) {
+  if (!grouped) return {b / tiles_c, b % tiles_c};
+  const uint32_t per_group = kGroupRows * tiles_c;
+  const uint32_t first = b / per_group * kGroupRows, in = b % per_group;
+  const uint32_t n = min(static_cast<uint32_t>(kGroupRows), tiles_r - first);  // the last group may be shorter
+  return {first + in % n, in / n};
+}
+// The tile of this block in a (tiles_c, tiles_r) grid.
+__device__ __forceinline__ TileCoord block_tile(bool grouped) {
+  return tile_coord(blockIdx.y * gridDim.x + blockIdx.x, gridDim.y, gridDim.x, grouped);
+}
 
 // Where this thread sits in the row phase.
 struct RowPhase {
