@@ -24,5 +24,5 @@ if [ "${FULL:-0}" = 1 ]; then
     >"$R/step-codonfm-5b.txt" 2>&1; rc=$?; echo "$(el) step bench rc=$rc"
 fi
 gpu_bench_summary bench.json bench-per-gemm.json
-tar -C "$OUT" -czf "$OUT/run.tgz" run && rm -rf "$R"
+gpu_pack_results
 echo "total $(( $(date +%s) - t0 )) s"

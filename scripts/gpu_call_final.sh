@@ -22,5 +22,5 @@ left=$(( 560 - ($(date +%s) - t0) ))
 [ $left -gt 20 ] && { timeout $left python3 bench/triton_dot_scaled_mxfp4.py --json "$R/triton.json" >"$R/triton.txt" 2>&1; rc=$?; echo "$(el) triton rc=$rc"; }
 gpu_bench_summary bench.json bench-all-autotune.json
 grep -E "quartet|bf16" "$R/step-codonfm-5b.txt" | head -6
-tar -C "$OUT" -czf "$OUT/run.tgz" run && rm -rf "$R"
+gpu_pack_results
 echo "total $(( $(date +%s) - t0 )) s"

@@ -94,5 +94,5 @@ if [ "${BENCH:-0}" = 1 ]; then
 fi
 # NOISE=1: the row-to-row timing experiment (docs/perf/bench-noise.md) on the new build.
 [ "${NOISE:-0}" = 1 ] && gpu_bench_noise_runs build-gpu/nibble
-tar -C "$OUT" -czf "$OUT/run.tgz" run && rm -rf "$R"
+gpu_pack_results
 echo "total $(( $(date +%s) - t0 )) s"

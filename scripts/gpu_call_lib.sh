@@ -80,3 +80,13 @@ gpu_bench_noise_runs() {
     "$R"/bench-reversed-warm.json >"$R/noise.txt" 2>&1
   cat "$R/noise.txt"
 }
+
+# Packs $R into $R.tgz beside it (R=$OUT/run: $OUT/run.tgz, the one file the device tool returns) and
+# removes $R. A tarball of that name that already exists (an earlier script in the same call) is kept:
+# the new one becomes run-2.tgz, run-3.tgz, ... (session 25 lost a call's results to an overwrite).
+gpu_pack_results() {
+  local dir name out i=2
+  dir=$(dirname "$R"); name=$(basename "$R"); out="$dir/$name.tgz"
+  while [ -e "$out" ]; do out="$dir/$name-$i.tgz"; i=$((i + 1)); done
+  tar -C "$dir" -czf "$out" "$name" && rm -rf "$R" && echo "packed $out"
+}
