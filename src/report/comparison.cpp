@@ -68,6 +68,21 @@ std::string render_comparison(const bench::BenchResult& a, const bench::BenchRes
   if (!seq.empty())
     out += fmt::format("\nper layer timed as one sequence\n{:<13}{:<14}{:>12}{:>12}{:>9}\n", "recipe", "mode",
                        "A ms", "B ms", "B/A") + seq;
+  // How close each side's quantization kernels came to its own copy bandwidth (autocast modes): tells a
+  // kernel that scales with the memory from one that does not, when A and B are two GPUs.
+  std::string quant;
+  for (const auto& [recipe, mode] : keys) {
+    const auto* x = bench::find_summary(sa, recipe, mode);
+    const auto* y = bench::find_summary(sb, recipe, mode);
+    const bool in_a = x && std::isfinite(x->quant_vs_copy), in_b = y && std::isfinite(y->quant_vs_copy);
+    if (!in_a && !in_b) continue;
+    quant += fmt::format("{:<13}{:<14}{:>12}{:>12}\n", recipe, bench::to_string(mode),
+                         in_a ? fmt::format("{:.2f}", x->quant_vs_copy) : "-",
+                         in_b ? fmt::format("{:.2f}", y->quant_vs_copy) : "-");
+  }
+  if (!quant.empty())
+    out += fmt::format("\nquantization kernels against each side's copy bandwidth\n{:<13}{:<14}{:>12}{:>12}\n", "recipe",
+                       "mode", "A", "B") + quant;
   return out;
 }
 

@@ -196,6 +196,11 @@ TEST(Compare, SideBySideRatios) {
   // Both sides carry sequences (hand-made): their per-layer totals are compared too.
   EXPECT_TRUE(has(c, "timed as one sequence")) << c;
   EXPECT_TRUE(has(c, fmt::format("{:.3f}", y->sequence_layer_ms / x->sequence_layer_ms))) << c;
+  // Each side's quantization against its own copy bandwidth, per autocast row.
+  EXPECT_TRUE(has(c, "quantization kernels against each side's copy bandwidth")) << c;
+  EXPECT_TRUE(has(c, fmt::format("{:<13}{:<14}{:>12}{:>12}\n", "quartet", "step", fmt::format("{:.2f}", x->quant_vs_copy),
+                                 fmt::format("{:.2f}", y->quant_vs_copy))))
+      << c;
   b.sequences.clear();  // a prediction has none: no such table
   EXPECT_FALSE(has(render_comparison(a, b), "timed as one sequence"));
   // Each measured side says what its clocks did; a predicted side has none to show.
