@@ -90,22 +90,22 @@ struct Calibration {
 // (docs/perf/2026-12-04-h200/session18/run5/bench.json: codonfm-5b, every recipe, pre-quantized + step).
 inline constexpr const char* kMeasuredCalibrationFile = "h200-nibble-bench-2026-12-04-session18.json";
 
-// Measured calibrations of other GPUs in data/calibration/, by database name: a prediction for one of
-// them is fitted on that GPU's own measurement (docs/perf/2026-12-05-h100/session25/run3/bench.json for
-// the H100: codonfm-5b, every recipe, pre-quantized + step, session 25's kernels).
+// Measured calibrations of GPUs other than the H200 (whose measurement is the default, above) in
+// data/calibration/, by database name: a prediction for one of them is fitted on that GPU's own
+// measurement (docs/perf/2026-12-05-h100/session25/run3/bench.json for the H100: codonfm-5b, every
+// recipe, pre-quantized + step, session 25's kernels).
 struct MeasuredCalibrationFile {
   const char* gpu;   // database name
   const char* file;  // in data/calibration/
 };
 inline constexpr MeasuredCalibrationFile kMeasuredCalibrationFiles[] = {
-    {"H200 SXM", kMeasuredCalibrationFile},
     {"H100 SXM", "h100-nibble-bench-2026-12-05-session25.json"},
 };
 
 // kMeasuredCalibrationFile when present, else data/calibration/h200-spec-reference.json, fitted.
 Calibration default_calibration();
 // The calibration measured on `gpu` (a database name) when data/calibration/ has one
-// (kMeasuredCalibrationFiles), else default_calibration(). Fitted once per GPU and process.
+// (kMeasuredCalibrationFiles), else default_calibration() (the H200's). Fitted once per GPU and process.
 Calibration calibration_for(const std::string& gpu);
 Calibration load_calibration(const std::string& path);  // fitted against its own GPU
 // Least-squares (relative error) fit of one efficiency per family present in the observations;

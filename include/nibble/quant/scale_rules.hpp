@@ -66,8 +66,8 @@ NIBBLE_HD constexpr int fp8_block_scale_exponent(float amax, float fmax = fmt::k
 // On the bits of |amax| (abs_bits(amax)): the biased exponent field e gives floor_log2_at_least_m127
 // = e - 127 for every finite amax, so the code k + 127 is e - emax_elem (ocp) or
 // e - floor(log2 fmax) + above (round_up), floored at 0; e <= 254 and the subtrahend is >= 1 (E2M1
-// round-up with `above`: 2 - 1), so the code stays <= 253 and the upper clamp (127) never binds. Integer operations only: the kernels hand their bit-level amax
-// straight in.
+// round-up with `above`: 2 - 1), so the code stays <= 253 and the upper clamp (127) never binds.
+// Integer operations only: the kernels hand their bit-level amax straight in.
 NIBBLE_HD constexpr uint8_t mx_scale_code_of_abs_bits(uint32_t a, MxScaleRule rule, ElementFormat f) {
   if (a >= 0x7f800000u) return fmt::kE8M0Nan;
   const uint32_t fmax_bits = fmt::float_bits(element_max(f));
