@@ -7,7 +7,7 @@
 # of the two runs of each side. KNOBS="VAR=VALUE ..." reruns both new benchmarks once per knob
 # (VAR=VALUE@fp8 or @fp4: only that benchmark);
 # TORCH=1 runs torch.compile of the same math on the same tensors (bench/torch_compile_fp{8,4}.py);
-# BENCH=1 then runs nibble bench on the default model (JSON, HTML, CSV); NOISE=1 the bench-noise experiment. Everything lands in $OUT/run,
+# BENCH=1 then runs nibble bench on the default model (JSON, HTML, CSV; BENCH_ARGS adds options, e.g. "--mode all"); NOISE=1 the bench-noise experiment. Everything lands in $OUT/run,
 # packed into $OUT/run.tgz.
 # BASE=none skips the base tree: new, the knobs, new again (for changes behind A/B knobs). QUICK=1 (a
 # second call on the warm machine): no ctest and one new-side run, e.g. `BASE=none QUICK=1 TORCH=1`
@@ -87,7 +87,7 @@ if [ "${TORCH:-0}" = 1 ]; then
   python3 scripts/perf_tables.py "$R" | sed -n '/nibble vs torch.compile/,/slower than/p' | tail -3
 fi
 if [ "${BENCH:-0}" = 1 ]; then
-  timeout 150 build-gpu/nibble bench --quiet --json "$R/bench.json" --html "$R/bench.html" --csv "$R/bench.csv" \
+  timeout 150 build-gpu/nibble bench ${BENCH_ARGS:-} --quiet --json "$R/bench.json" --html "$R/bench.html" --csv "$R/bench.csv" \
     >"$R/bench.txt" 2>&1
   rc=$?; echo "$(el) bench rc=$rc"
   gpu_bench_summary bench.json
