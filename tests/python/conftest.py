@@ -17,6 +17,13 @@ def rng():
     return g
 
 
+@pytest.fixture
+def nprng(rng):
+    """A NumPy generator seeded from rng (the same printed NIBBLE_TEST_SEED replays it)."""
+    import numpy as np
+    return np.random.default_rng(int(rng.initial_seed()))
+
+
 @pytest.fixture(scope="session")
 def ext():
     import nibble

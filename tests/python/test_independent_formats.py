@@ -190,11 +190,6 @@ def matrix(rng, rows, cols, dtype, block=32):
         return (x * F32(tensor_scale)).astype(F32)
 
 
-@pytest.fixture
-def nprng(rng):
-    return np.random.default_rng(int(rng.initial_seed()))
-
-
 def assert_same_bits(got, want, what):
     got, want = np.asarray(got, F32), np.asarray(want, F32)
     same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))

@@ -30,11 +30,6 @@ def close_to_float32(got, want):
     np.testing.assert_allclose(got, want, rtol=0, atol=tol)
 
 
-@pytest.fixture
-def nprng(rng):
-    return np.random.default_rng(int(rng.initial_seed()))
-
-
 @pytest.mark.parametrize("n", [16, 32, 64, 128])
 def test_unsigned_rotation_is_the_normalised_sylvester_matrix(ext, nprng, n):
     x = nprng.standard_normal((6, 4 * n)).astype(np.float32)
