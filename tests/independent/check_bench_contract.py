@@ -5,7 +5,8 @@ Runs the CLI (no GPU: the prediction path, or --gpu) and checks, with the standa
 - JSON top level: `gpu` (a name), `predicted` (true here), `summary` with one entry per (recipe, mode),
   each with `recipe`, `mode` in {pre-quantized, step, per-gemm}, `layer_ms` > 0, `speedup_vs_bf16` and a
   non-empty `path`;
-- arithmetic a reader would redo: speedup_vs_bf16 = bf16's layer_ms / layer_ms in the same mode;
+- arithmetic a reader would redo: speedup_vs_bf16 = bf16's layer_ms / layer_ms in the same mode (and
+  speedup_vs_baseline with `baseline_recipe`'s); quant_overhead_ms = autocast minus pre-quantized layer_ms;
   layer_ms = the sum over the layer's GEMM rows of (GEMM + quantization) ms x count; model_ms = layer_ms x
   layers + the once-per-model GEMMs;
 - CSV: exactly one row per (GEMM, recipe, mode), flops = 2 M K N x count, the same GPU and `predicted`.
@@ -54,11 +55,22 @@ def run_case(args):
         check(s["mode"] in MODES, f"{tag}: summary mode {s['mode']!r}")
         check(s["layer_ms"] > 0, f"{tag}: {key} layer_ms {s['layer_ms']}")
         check(isinstance(s["path"], str) and s["path"], f"{tag}: {key} has no path")
+    baseline = result["baseline_recipe"]
     for (recipe, mode), s in by_key.items():
         bf16 = by_key.get(("bf16", mode))
         if bf16:
             check(close(s["speedup_vs_bf16"], bf16["layer_ms"] / s["layer_ms"]),
                   f"{tag}: {recipe} {mode} speedup_vs_bf16 {s['speedup_vs_bf16']} != {bf16['layer_ms'] / s['layer_ms']}")
+        base = by_key.get((baseline, mode))
+        if base:
+            check(close(s["speedup_vs_baseline"], base["layer_ms"] / s["layer_ms"]),
+                  f"{tag}: {recipe} {mode} speedup_vs_baseline ({baseline}) {s['speedup_vs_baseline']}")
+        # SPEC 6: the quantization overhead is autocast minus pre-quantized, when both ran.
+        pre = by_key.get((recipe, "pre-quantized"))
+        if mode != "pre-quantized" and pre:
+            check(close(s["quant_overhead_ms"], s["layer_ms"] - pre["layer_ms"], 1e-6),
+                  f"{tag}: {recipe} {mode} quant_overhead_ms {s['quant_overhead_ms']} != "
+                  f"{s['layer_ms'] - pre['layer_ms']} (autocast minus pre-quantized)")
 
     seen = set()
     layer_sum, once_sum = {}, {}
@@ -86,6 +98,7 @@ if __name__ == "__main__":
         raise SystemExit(__doc__)
     n = run_case([])
     n += run_case(["--mode", "all", "--model", "llama-3-8b", "--lm-head", "--gpu", "B200"])
-    n += run_case(["--recipes", "bf16", "fp8-current", "quartet", "--gpu", "H100 SXM", "--mbs", "4", "--seq", "2048"])
+    n += run_case(["--recipes", "bf16", "fp8-current", "quartet", "--gpu", "H100 SXM", "--mbs", "4", "--seq", "2048",
+                   "--baseline", "fp8-current"])
     print(f"bench contract: {n} (recipe, mode) entries in 3 runs; {len(failures)} failures")
     sys.exit(1 if failures else 0)
