@@ -6,11 +6,13 @@ sharing no code with nibble. Saturation ("satfinite") is a clip to the format's 
 which equals saturating RNE. Scale exponents are found by exact comparisons in float64, not by
 floating-point log2. Every recipe is compared bit for bit on the decoded values (`values`: element x
 block scale x tensor scale, as nibble's GEMMs see them), on fresh random data plus edge blocks: all
-zeros, float32 subnormals, NaN, and elements placed exactly on every rounding tie of the element format.
+zeros, float32 subnormals, NaN, elements placed exactly on every rounding tie of the element format, and
+whole tensors scaled by 2^-100 .. 2^100.
 
 The CUDA kernels are bit-exact against the same CPU reference (tests/cuda, label gpu), so this also
-pins them to an outside definition. Quartet's Hadamard is left out (its float summation order is
-nibble's own); QuEST and the backward quantizer are checked on unrotated groups.
+pins them to an outside definition. QuEST and the backward quantizer are checked here on unrotated
+groups; the Hadamard itself is checked in test_independent_hadamard.py, to float32 rounding (its
+butterfly order is nibble's own).
 """
 import os
 
