@@ -15,31 +15,18 @@ Usage: check_bench_contract.py PATH/TO/nibble   (run from the repository root; c
 import csv
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
+from cli_checks import check, close, failures, run_nibble
+
 MODES = {"pre-quantized", "step", "per-gemm"}
-failures = []
-
-
-def check(ok, what):
-    if not ok:
-        failures.append(what)
-        print("FAIL", what)
-
-
-def close(a, b, rel=1e-9):
-    return abs(a - b) <= rel * max(abs(a), abs(b), 1e-300)
 
 
 def run_case(args):
     with tempfile.TemporaryDirectory() as tmp:
         js, cs = os.path.join(tmp, "r.json"), os.path.join(tmp, "r.csv")
-        r = subprocess.run([sys.argv[1], "bench", "--quiet", "--json", js, "--csv", cs, *args],
-                           capture_output=True, text=True)
-        if r.returncode != 0:
-            raise SystemExit(f"nibble bench {' '.join(args)} failed ({r.returncode}): {r.stderr.strip()}")
+        run_nibble("bench", "--quiet", "--json", js, "--csv", cs, *args)
         result = json.load(open(js))
         rows = list(csv.DictReader(open(cs)))
     tag = " ".join(args) or "(defaults)"

@@ -21,25 +21,16 @@ Usage: check_spec_formulas.py PATH/TO/nibble   (run from the repository root; ct
 import json
 import math
 import os
-import subprocess
 import sys
+
+from cli_checks import check, close, failures, run_nibble
 
 FIXTURES = os.path.join("tests", "workload", "fixtures")
 GATED_MODEL_TYPES = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "gemma"}  # SwiGLU / GeGLU MLPs
-failures = []
-
-
-def check(ok, what):
-    if not ok:
-        failures.append(what)
-        print("FAIL", what)
 
 
 def nibble(*args):
-    r = subprocess.run([sys.argv[1], *args], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise SystemExit(f"nibble {' '.join(args)} failed ({r.returncode}): {r.stderr.strip()}")
-    return json.loads(r.stdout)
+    return json.loads(run_nibble(*args))
 
 
 # ---- SPEC 5 ----------------------------------------------------------------------------------------
@@ -136,10 +127,6 @@ def scheme_loss(n, d, fwd, bwd, sp_fw, sp_bw):
     bw = sp_bw if bwd == "fp4" else 1.0
     sp_tr = 1.0 / (1.0 / (3 * fw) + 2.0 / (3 * bw))
     return loss(n * fw, d * sp_tr / fw, EFF[fwd][0], EFF[bwd][1])
-
-
-def close(a, b, rel=1e-9):
-    return abs(a - b) <= rel * max(abs(a), abs(b))
 
 
 def spec7():
