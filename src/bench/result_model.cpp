@@ -72,7 +72,7 @@ void fill_bounds(BenchResult& result) {
   for (Row& r : result.rows) {
     if (!r.ok()) continue;
     double gemm_ms = r.gemm.median_ms;
-    if (is_autocast(r.mode))
+    if (r.mode == Mode::step)
       for (const Row& p : result.rows)
         if (p.ok() && p.mode == Mode::pre_quantized && p.layer == r.layer && p.pass == r.pass &&
             p.recipe == r.recipe && p.m == r.m && p.k == r.k && p.n == r.n) {

@@ -275,7 +275,8 @@ namespace {
 
 TEST(RowHelpers, FinishRowAndBounds) {
   std::mt19937_64 rng = nibble::testing::fresh_rng();
-  BenchResult b = testing::handmade_result(rng, {"fp8-current"}, {Mode::pre_quantized, Mode::step});
+  BenchResult b =
+      testing::handmade_result(rng, {"fp8-current"}, {Mode::pre_quantized, Mode::step, Mode::per_gemm});
   for (Row& r : b.rows) {
     r.total_ms = -1;  // poison: finish_row must overwrite
     r.tflops = -1;
@@ -287,9 +288,16 @@ TEST(RowHelpers, FinishRowAndBounds) {
   }
   b.copy_bandwidth_gbs = 4000;
   fill_bounds(b);
+  int per_gemm_rows = 0;
   for (const Row& r : b.rows) {
-    if (r.mode != Mode::step) {
+    if (r.mode == Mode::pre_quantized) {
       EXPECT_DOUBLE_EQ(r.bound_ms, r.gemm.median_ms);
+      continue;
+    }
+    if (r.mode == Mode::per_gemm) {
+      // Its GEMMs run with Transformer Engine's settings, not the pre-quantized rows': its own GEMM time.
+      ++per_gemm_rows;
+      EXPECT_NEAR(r.bound_ms, r.gemm.median_ms + r.quant_bytes / 4e12 * 1e3, 1e-12);
       continue;
     }
     const Row* pre = nullptr;
@@ -298,6 +306,7 @@ TEST(RowHelpers, FinishRowAndBounds) {
     ASSERT_TRUE(pre);
     EXPECT_NEAR(r.bound_ms, pre->gemm.median_ms + r.quant_bytes / 4e12 * 1e3, 1e-12);
   }
+  EXPECT_GT(per_gemm_rows, 0);
   b.copy_bandwidth_gbs = 0;
   EXPECT_THROW(fill_bounds(b), std::invalid_argument);
 }

@@ -90,9 +90,13 @@ TEST(EngineSequences, EveryLayerTimedAsOneSequenceAndSummed) {
   } catch (const std::invalid_argument&) {
     in_database = false;
   }
-  if (in_database)
-    for (const auto& row : r.rows)
-      if (row.ok()) EXPECT_TRUE(std::isfinite(row.pct_of_peak) && row.pct_of_peak > 0) << row.layer << " " << row.recipe;
+  if (in_database) {
+    for (const auto& row : r.rows) {
+      if (row.ok()) {
+        EXPECT_TRUE(std::isfinite(row.pct_of_peak) && row.pct_of_peak > 0) << row.layer << " " << row.recipe;
+      }
+    }
+  }
   for (const auto& s : bench::summarize(r)) {
     EXPECT_TRUE(std::isfinite(s.sequence_layer_ms)) << s.recipe << " " << bench::to_string(s.mode);
     EXPECT_TRUE(std::isfinite(s.sequence_speedup_vs_bf16)) << s.recipe;

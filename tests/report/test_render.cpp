@@ -111,6 +111,33 @@ TEST(Terminal, QuantizationOverheadWithItsBandwidth) {
   EXPECT_TRUE(has(to_html(r), "<th>quant vs copy</th>"));
 }
 
+// Per-gemm GEMMs run with Transformer Engine's settings: when their time differs from the pre-quantized
+// GEMMs', the overhead line says what the GEMMs and the quantization each took; step lines never do.
+TEST(Terminal, PerGemmOverheadSplitsGemmAndQuantization) {
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
+  BenchResult r = bench::testing::handmade_result(rng, {"bf16", "quartet"}, {Mode::pre_quantized, Mode::step, Mode::per_gemm});
+  for (auto& row : r.rows) {
+    if (row.mode == Mode::per_gemm) row.gemm.median_ms *= 0.8;  // fast accumulation
+    if (row.mode == Mode::step) {
+      for (const auto& p : r.rows)
+        if (p.mode == Mode::pre_quantized && p.recipe == row.recipe && p.layer == row.layer && p.pass == row.pass)
+          row.gemm.median_ms = p.gemm.median_ms;
+    }
+    bench::finish_row(row, 0);
+  }
+  const std::string t = render_terminal(r);
+  const auto sums = bench::summarize(r);
+  const auto* pg = bench::find_summary(sums, "quartet", Mode::per_gemm);
+  const auto* pre = bench::find_summary(sums, "quartet", Mode::pre_quantized);
+  ASSERT_TRUE(pg && pre);
+  EXPECT_TRUE(has(t, fmt::format("(its GEMMs, with Transformer Engine's settings, took {:.3f} ms, {:+.0f}% vs "
+                                 "pre-quantized; its quantization {:.3f} ms)",
+                                 pg->gemm.total_ms(), 100.0 * (pg->gemm.total_ms() / pre->gemm.total_ms() - 1),
+                                 pg->quant.total_ms())))
+      << t;
+  EXPECT_EQ(t.find("its GEMMs, with"), t.rfind("its GEMMs, with")) << "only the per-gemm line carries it";
+}
+
 // The copy bandwidth next to the peak: from the memory clock and bus width when measured, from the
 // database when predicted, left out when unknown.
 TEST(Terminal, CopyBandwidthAgainstThePeak) {

@@ -161,8 +161,11 @@ bool is_once_per_model(std::string_view layer);  // "lm_head", "embedding"
 // recipe's dense peak on this GPU; 0 leaves pct_of_peak NaN).
 void finish_row(Row& row, double peak_tflops);
 
-// bound_ms of every autocast row: the pre-quantized GEMM time of the same (layer, pass, recipe)
-// (the row's own gemm time when no pre-quantized row exists) + quant_bytes / copy_bandwidth_gbs.
+// bound_ms of every autocast row: the time of its GEMMs on pre-quantized operands + quant_bytes /
+// copy_bandwidth_gbs. Step rows run the pre-quantized rows' GEMMs, so they take the pre-quantized
+// row of the same (layer, pass, recipe, shape) (their own gemm time when none exists); per-gemm rows
+// run other GEMMs (Transformer Engine's settings: E4M3 only, fast accumulation, forward-layer
+// layouts), so they take their own gemm time, measured apart from their quantization.
 // Pre-quantized rows get bound_ms = their GEMM time. Needs copy_bandwidth_gbs > 0.
 void fill_bounds(BenchResult& result);
 
