@@ -3,7 +3,6 @@
 // rules are quant::mx_scale_code's.
 #include <cstdlib>
 
-#include "env_knobs.hpp"
 #include "fp8_preconditions.hpp"
 #include "fp8_tile_128x128.cuh"
 #include "nibble/cuda/check.hpp"
@@ -101,25 +100,14 @@ __global__ void __launch_bounds__(tile::kThreads, kMinBlocks)
   }
 }
 
-// CTAs per SM the launch asks the compiler to fit. By default none (0): ptxas picks 64 registers for
-// the nearest kernel (4 CTAs per SM) and 80 for the stochastic one. 5 caps the nearest kernel at 48
-// registers (ptxas: 20 bytes of spill); ncu (session 18) found the 4-CTA kernel latency-bound (42.5%
-// of cycles with no eligible warp). NIBBLE_MXFP8_MIN_BLOCKS=5 picks the 5-CTA build (the A/B knob; on an
-// H100 it was 8-13% slower, docs/perf/2026-12-05-h100-session22.md, so the default stays).
-int min_blocks_knob() {
-  static const int n = knobs::integer("NIBBLE_MXFP8_MIN_BLOCKS", 0);
-  return n;
-}
-
+// CTAs per SM the launch asks the compiler to fit: 4 for the nearest kernel (ptxas: 64 registers),
+// none for the stochastic one (80 registers, its Philox state). 5 CTAs (48 registers) spill 160-220
+// bytes; ncu (session 18) found the 4-CTA kernel latency-bound, but the 5-CTA build ran 8-13% slower
+// on an H100 in session 22 and 31-40% slower in session 27 (docs/perf/2026-12-05-h100-session27.md),
+// so that A/B knob (NIBBLE_MXFP8_MIN_BLOCKS) was removed.
 template <bool kSr, bool kGrid>
 void launch(dim3 grid, const uint16_t* x, int64_t rows, int64_t cols, Fp8Copies out, const MxScales& sc,
             const quant::SrKey& sr, cudaStream_t stream) {
-  if constexpr (!kSr) {
-    if (min_blocks_knob() == 5) {
-      quantize_mxfp8_kernel<kSr, 5, kGrid><<<grid, tile::kThreads, 0, stream>>>(x, rows, cols, out, sc, sr);
-      return;
-    }
-  }
   quantize_mxfp8_kernel<kSr, kSr ? 0 : 4, kGrid><<<grid, tile::kThreads, 0, stream>>>(x, rows, cols, out, sc, sr);
 }
 
