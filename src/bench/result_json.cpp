@@ -317,6 +317,16 @@ json to_json(const BenchResult& result) {
                     {"dgrad_over_fprop", number_or_null(a.dgrad_over_fprop)}});
   json sequences = json::array();
   for (const SequenceTiming& q : result.sequences) sequences.push_back(sequence_json(result, q));
+  json sweep_summaries = json::array();
+  for (const SweepSummary& w : result.sweep_summaries) {
+    json layer = json::array(), speedup = json::array();
+    for (double v : w.layer_ms) layer.push_back(number_or_null(v));
+    for (double v : w.speedup_vs_bf16) speedup.push_back(number_or_null(v));
+    sweep_summaries.push_back({{"recipe", w.recipe},
+                               {"mode", std::string(to_string(w.mode))},
+                               {"layer_ms", layer},
+                               {"speedup_vs_bf16", speedup}});
+  }
   const GpuInfo& g = result.gpu;
   return {{"schema", "nibble-bench"},
           {"schema_version", kSchemaVersion},
@@ -346,6 +356,8 @@ json to_json(const BenchResult& result) {
           {"memory", memory},
           {"fprop_dgrad", asym},
           {"sequences", sequences},
+          {"sweeps", result.sweeps},
+          {"sweep_summaries", sweep_summaries},
           {"notes", result.notes}};
 }
 
@@ -417,6 +429,30 @@ BenchResult result_from_json(const json& j) {
     if (!seqs.is_array()) throw std::invalid_argument("result.sequences: expected an array");
     for (size_t i = 0; i < seqs.size(); ++i)
       r.sequences.push_back(sequence_from_json(seqs[i], fmt::format("sequences[{}]", i)));
+  }
+  r.sweeps = static_cast<int>(get_count_or(j, "sweeps", top, 1));
+  if (r.sweeps < 1) throw std::invalid_argument(fmt::format("result.sweeps: {} must be at least 1", r.sweeps));
+  if (j.contains("sweep_summaries")) {
+    const json& ws = j["sweep_summaries"];
+    if (!ws.is_array()) throw std::invalid_argument("result.sweep_summaries: expected an array");
+    for (size_t i = 0; i < ws.size(); ++i) {
+      const std::string w = fmt::format("sweep_summaries[{}]", i);
+      if (!ws[i].is_object()) throw std::invalid_argument(w + ": expected an object");
+      SweepSummary x{get_string(ws[i], "recipe", w), mode_from_string(get_string(ws[i], "mode", w)), {}, {}};
+      for (const char* name : {"layer_ms", "speedup_vs_bf16"}) {
+        const json& a = field(ws[i], name, w);
+        if (!a.is_array() || a.size() != static_cast<size_t>(r.sweeps))
+          throw std::invalid_argument(
+              fmt::format("{}.{}: expected an array of {} numbers (one per sweep)", w, name, r.sweeps));
+        auto& out = std::string_view(name) == "layer_ms" ? x.layer_ms : x.speedup_vs_bf16;
+        for (const json& v : a) {
+          if (!v.is_null() && !v.is_number())
+            throw std::invalid_argument(fmt::format("{}.{}: expected numbers or null, got {}", w, name, v.dump()));
+          out.push_back(v.is_null() ? kNaN : v.get<double>());
+        }
+      }
+      r.sweep_summaries.push_back(std::move(x));
+    }
   }
   if (j.contains("notes") && j["notes"].is_array())
     for (const json& n : j["notes"])

@@ -9,6 +9,7 @@
 
 #include "command_registry.hpp"
 #include "nibble/bench/result.hpp"
+#include "nibble/bench/sweeps.hpp"
 #include "nibble/predict.hpp"
 #include "nibble/quant/recipe_list.hpp"
 #include "nibble/report.hpp"
@@ -32,6 +33,7 @@ struct BenchArgs {
   bool no_fp8 = false, no_fp4 = false;
   std::string baseline;  // empty: fp8-delayed when benchmarked, else bf16, else the first recipe
   int iters = 20, warmup = 3;
+  int repeat = 1;  // sweeps, the recipes rotated each time (bench/sweeps.hpp)
   double warmup_ms = 0;
   std::string json, csv, html, gpu;
   bool autotune = false;
@@ -100,8 +102,17 @@ int run_bench(const BenchArgs& a) {
     opt.time_sequences = !a.no_sequences;
     opt.baseline = baseline;
     opt.command_line = a.command_line;
-    if (!a.quiet) opt.progress = progress_bar;
-    result = nibble::engine::run_bench(w, opt);
+    std::vector<nibble::bench::BenchResult> sweeps;
+    for (int k = 0; k < a.repeat; ++k) {
+      // Sweep k runs the recipes rotated by k places; sweep 0 in the order asked (the tables' order).
+      opt.recipes = nibble::bench::sweep_order(recipes, k);
+      if (!a.quiet)
+        opt.progress = [k, n = a.repeat](double f, const std::string& what) {
+          progress_bar((k + f) / n, n > 1 ? fmt::format("sweep {}/{} {}", k + 1, n, what) : what);
+        };
+      sweeps.push_back(nibble::engine::run_bench(w, opt));
+    }
+    result = nibble::bench::merge_sweeps(sweeps);
     measured = true;
   }
 #endif
@@ -111,6 +122,8 @@ int run_bench(const BenchArgs& a) {
       std::fprintf(stderr, "nibble: no CUDA GPU found here: PREDICTING times for %s from the performance model "
                            "(use --gpu NAME to pick another GPU)\n", gpu.c_str());
     }
+    if (a.repeat > 1)
+      std::fprintf(stderr, "nibble: --repeat %d ignored: a prediction has no run-to-run variation to average\n", a.repeat);
     result = nibble::predict::predict_bench(w, recipes, modes, gpu);
     result.command_line = a.command_line;
     result.baseline_recipe = baseline;
@@ -143,6 +156,12 @@ std::function<int()> setup_bench(CLI::App& sub) {
                  "then keep running each row's own work for at least this many ms of GPU time before timing it, so "
                  "every row is timed at the clocks the GPU settles at under that work (0: off)")
       ->check(CLI::Range(0.0, 60000.0))
+      ->capture_default_str();
+  sub.add_option("--repeat", a->repeat,
+                 "run the whole sweep this many times, the recipes in a rotated order each time, and report the "
+                 "median of every row over the sweeps plus each sweep's per-layer times (on a power-capped GPU the "
+                 "order recipes run in moves their times by several percent: docs/perf/bench-noise.md)")
+      ->check(CLI::Range(1, 100))
       ->capture_default_str();
   sub.add_option("--json", a->json, "write the full result as JSON");
   sub.add_option("--csv", a->csv, "write one row per (GEMM, recipe, mode) as CSV");

@@ -202,6 +202,32 @@ std::string sequence_table(const std::vector<RecipeSummary>& sums) {
   return out;
 }
 
+// Repeated sweeps (`--repeat N`): each sweep's per-layer time and speedup, and how far apart the sweeps were.
+std::string sweep_table(const BenchResult& r) {
+  if (r.sweeps <= 1 || r.sweep_summaries.empty()) return {};
+  std::string out = fmt::format("\nper layer in each of the {} sweeps (recipe order rotated every sweep; every table "
+                                "above holds the medians over the sweeps)\n", r.sweeps);
+  out += fmt::format("  {:<13}{:<14}{:>11}  {}\n", "recipe", "mode", "spread", "layer ms (speedup vs bf16) per sweep");
+  for (const auto& w : r.sweep_summaries) {
+    std::string cells;
+    double lo = bench::kNaN, hi = bench::kNaN;
+    for (size_t i = 0; i < w.layer_ms.size(); ++i) {
+      const double ms = w.layer_ms[i];
+      const double sp = i < w.speedup_vs_bf16.size() ? w.speedup_vs_bf16[i] : bench::kNaN;
+      cells += fmt::format("  {} ({})", ms_text(ms), speedup_text(sp));
+      if (std::isfinite(ms)) {
+        lo = std::isfinite(lo) ? std::min(lo, ms) : ms;
+        hi = std::isfinite(hi) ? std::max(hi, ms) : ms;
+      }
+    }
+    const std::string spread = std::isfinite(lo) && lo > 0 ? fmt::format("{:.1f}%", 100.0 * (hi / lo - 1)) : "-";
+    out += fmt::format("  {:<13}{:<14}{:>11}{}\n", w.recipe, bench::to_string(w.mode), spread, cells);
+  }
+  out += "(spread = slowest / fastest sweep - 1: recipes whose speedups differ by less than it are not ordered "
+         "by this run)\n";
+  return out;
+}
+
 // What the numbers mean, in words (the same lines as the HTML report's).
 std::string interpretation(const std::vector<RecipeSummary>& sums, const BenchResult& r) {
   std::string out = "\nwhat this means\n";
@@ -246,6 +272,7 @@ std::string render_terminal(const BenchResult& r) {
   out += summary_table(sums, r);
   out += overhead_and_asymmetry(sums, r);
   out += sequence_table(sums);
+  out += sweep_table(r);
   out += interpretation(sums, r);
   for (const Row& x : r.rows)
     if (!x.ok())

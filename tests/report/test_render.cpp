@@ -138,6 +138,17 @@ TEST(Terminal, PerGemmOverheadSplitsGemmAndQuantization) {
   EXPECT_EQ(t.find("its GEMMs, with"), t.rfind("its GEMMs, with")) << "only the per-gemm line carries it";
 }
 
+// Repeated sweeps: each sweep's per-layer time and speedup, and the spread between the sweeps.
+TEST(Terminal, SweepTableShowsEachSweep) {
+  BenchResult r = sample();
+  EXPECT_FALSE(has(render_terminal(r), "sweeps (recipe order rotated"));  // one sweep: no table
+  r.sweeps = 2;
+  r.sweep_summaries.push_back({"quartet", Mode::step, {20.0, 21.0}, {1.50, 1.40}});
+  const std::string t = render_terminal(r);
+  EXPECT_TRUE(has(t, "per layer in each of the 2 sweeps (recipe order rotated every sweep")) << t;
+  EXPECT_TRUE(has(t, "  quartet      step                 5.0%  20.000 (1.50x)  21.000 (1.40x)\n")) << t;
+}
+
 // The copy bandwidth next to the peak: from the memory clock and bus width when measured, from the
 // database when predicted, left out when unknown.
 TEST(Terminal, CopyBandwidthAgainstThePeak) {

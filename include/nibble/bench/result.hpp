@@ -134,6 +134,15 @@ struct MemoryUsage {
   int64_t measured_bytes = 0;
 };
 
+// One recipe and mode over repeated sweeps (bench/sweeps.hpp): each sweep's per-layer time and speedup
+// over the BF16 of the same sweep, in sweep order.
+struct SweepSummary {
+  std::string recipe;
+  Mode mode = Mode::pre_quantized;
+  std::vector<double> layer_ms;
+  std::vector<double> speedup_vs_bf16;
+};
+
 struct BenchResult {
   std::string nibble_version = "0.1.0";
   GpuInfo gpu;
@@ -150,6 +159,8 @@ struct BenchResult {
   std::vector<SequenceTiming> sequences;  // measured runs only (a prediction has none)
   std::vector<std::string> notes;    // free text the engine wants a reader to see
   ClockRecord clocks;                // the GPU's clocks during a measured run (JSON gpu_info.clocks_during_run)
+  int sweeps = 1;                    // sweeps merged into this result (`nibble bench --repeat`)
+  std::vector<SweepSummary> sweep_summaries;  // sweeps > 1 only
 };
 
 // Layers that occur once per model rather than once per transformer block; used when a file has
