@@ -149,6 +149,21 @@ std::string to_html(const BenchResult& r) {
     for (const std::string& line : lines) out += "<li>" + escape(line) + "</li>\n";
     out += "</ul>\n";
   }
+  if (r.sweeps > 1 && !r.sweep_summaries.empty()) {
+    out += fmt::format("<h2>Each of the {} sweeps (recipe order rotated every sweep; the tables hold the medians)</h2>\n"
+                       "<table><tr><th class=l>recipe</th><th class=l>mode</th>",
+                       r.sweeps);
+    for (int k = 0; k < r.sweeps; ++k) out += fmt::format("<th>sweep {} ms (vs bf16)</th>", k + 1);
+    out += "</tr>\n";
+    for (const auto& w : r.sweep_summaries) {
+      out += fmt::format("<tr><td class=l>{}</td><td class=l>{}</td>", escape(w.recipe), bench::to_string(w.mode));
+      for (size_t k = 0; k < w.layer_ms.size(); ++k)
+        out += fmt::format("<td>{} ({})</td>", ms_text(w.layer_ms[k]),
+                           speedup_text(k < w.speedup_vs_bf16.size() ? w.speedup_vs_bf16[k] : bench::kNaN));
+      out += "</tr>\n";
+    }
+    out += "</table>\n";
+  }
   out += "<h2>Charts</h2>\n" + charts(r, sums);
   if (!r.memory.empty()) {
     out += "<h2>Memory per recipe (one transformer block)</h2>\n<table><tr><th class=l>recipe</th>"

@@ -147,6 +147,9 @@ TEST(Terminal, SweepTableShowsEachSweep) {
   const std::string t = render_terminal(r);
   EXPECT_TRUE(has(t, "per layer in each of the 2 sweeps (recipe order rotated every sweep")) << t;
   EXPECT_TRUE(has(t, "  quartet      step                 5.0%  20.000 (1.50x)  21.000 (1.40x)\n")) << t;
+  const std::string h = to_html(r);
+  EXPECT_TRUE(has(h, "<th>sweep 2 ms (vs bf16)</th>")) << h;
+  EXPECT_TRUE(has(h, "<td>21.000 (1.40x)</td></tr>")) << h;
 }
 
 // The copy bandwidth next to the peak: from the memory clock and bus width when measured, from the
