@@ -35,4 +35,9 @@ bool gpu_available();
 // shape cuBLASLt rejects) carry their error and the run goes on.
 bench::BenchResult run_bench(const workload::Workload& workload, const EngineOptions& options);
 
+// `sweeps` whole runs of run_bench, sweep k with options.recipes rotated by k places (bench::sweep_order),
+// merged by bench::merge_sweeps (medians per row, each sweep's per-layer result kept). The progress
+// callback sees the fraction of all sweeps. sweeps = 1 is run_bench itself.
+bench::BenchResult run_bench_sweeps(const workload::Workload& workload, const EngineOptions& options, int sweeps);
+
 }  // namespace nibble::engine

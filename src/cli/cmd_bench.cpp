@@ -9,7 +9,6 @@
 
 #include "command_registry.hpp"
 #include "nibble/bench/result.hpp"
-#include "nibble/bench/sweeps.hpp"
 #include "nibble/predict.hpp"
 #include "nibble/quant/recipe_list.hpp"
 #include "nibble/report.hpp"
@@ -102,17 +101,8 @@ int run_bench(const BenchArgs& a) {
     opt.time_sequences = !a.no_sequences;
     opt.baseline = baseline;
     opt.command_line = a.command_line;
-    std::vector<nibble::bench::BenchResult> sweeps;
-    for (int k = 0; k < a.repeat; ++k) {
-      // Sweep k runs the recipes rotated by k places; sweep 0 in the order asked (the tables' order).
-      opt.recipes = nibble::bench::sweep_order(recipes, k);
-      if (!a.quiet)
-        opt.progress = [k, n = a.repeat](double f, const std::string& what) {
-          progress_bar((k + f) / n, n > 1 ? fmt::format("sweep {}/{} {}", k + 1, n, what) : what);
-        };
-      sweeps.push_back(nibble::engine::run_bench(w, opt));
-    }
-    result = nibble::bench::merge_sweeps(sweeps);
+    if (!a.quiet) opt.progress = progress_bar;
+    result = nibble::engine::run_bench_sweeps(w, opt, a.repeat);
     measured = true;
   }
 #endif

@@ -11,6 +11,7 @@
 #include "memory_check.hpp"
 #include "layer_runner.hpp"
 #include "nibble/bench/row_from_gemm.hpp"
+#include "nibble/bench/sweeps.hpp"
 #include "nibble/cuda/check.hpp"
 #include "nibble/predict/operand_memory.hpp"
 #include "nibble/engine/timing.hpp"
@@ -307,6 +308,21 @@ bench::BenchResult run_bench(const workload::Workload& workload, const EngineOpt
   result.clocks = clocks.stop();
   cudaStreamDestroy(stream);
   return result;
+}
+
+bench::BenchResult run_bench_sweeps(const workload::Workload& workload, const EngineOptions& options, int sweeps) {
+  if (sweeps < 1) throw std::invalid_argument(::fmt::format("sweeps: {} must be at least 1", sweeps));
+  std::vector<bench::BenchResult> results;
+  for (int k = 0; k < sweeps; ++k) {
+    EngineOptions o = options;
+    o.recipes = bench::sweep_order(options.recipes, k);  // sweep 0 in the order asked: the tables' order
+    if (options.progress && sweeps > 1)
+      o.progress = [&options, k, sweeps](double f, const std::string& what) {
+        options.progress((k + f) / sweeps, ::fmt::format("sweep {}/{} {}", k + 1, sweeps, what));
+      };
+    results.push_back(run_bench(workload, o));
+  }
+  return bench::merge_sweeps(results);
 }
 
 }  // namespace nibble::engine

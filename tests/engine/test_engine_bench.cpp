@@ -136,5 +136,35 @@ TEST(EngineSequences, OffMeansNone) {
   for (const auto& s : bench::summarize(r)) EXPECT_TRUE(std::isnan(s.sequence_layer_ms));
 }
 
+// Repeated sweeps (`nibble bench --repeat`): every recipe ran in each sweep, the rows are medians over them,
+// and each sweep's per-layer result is kept.
+TEST(EngineSweeps, TwoSweepsInRotatedOrderMergeIntoOne) {
+  NIBBLE_REQUIRE_GPU();
+  auto o = options(false);
+  o.recipes = {"bf16", "fp8-current", "mxfp4"};
+  o.modes = {Mode::pre_quantized, Mode::step};
+  std::vector<double> progress;
+  o.progress = [&progress](double f, const std::string&) { progress.push_back(f); };
+  const bench::BenchResult r = run_bench_sweeps(small_moe_block(), o, 2);
+  EXPECT_EQ(r.sweeps, 2);
+  ASSERT_FALSE(r.rows.empty());
+  EXPECT_EQ(r.rows.front().recipe, "bf16");  // sweep 0's order
+  for (const bench::Row& row : r.rows) {
+    ASSERT_TRUE(row.ok()) << row.layer << " " << row.recipe << ": " << row.error;
+    EXPECT_EQ(row.gemm.n_runs, 2 * 3) << row.layer << " " << row.recipe;
+    EXPECT_GT(row.gemm.median_ms, 0);
+  }
+  ASSERT_EQ(r.sweep_summaries.size(), 3u * 2u);
+  for (const auto& s : r.sweep_summaries) {
+    ASSERT_EQ(s.layer_ms.size(), 2u);
+    for (double ms : s.layer_ms) EXPECT_GT(ms, 0) << s.recipe;
+  }
+  ASSERT_FALSE(progress.empty());
+  EXPECT_TRUE(std::is_sorted(progress.begin(), progress.end()));
+  EXPECT_GT(progress.back(), 0.99);
+  EXPECT_LT(progress.front(), 0.5);  // the first sweep reports the first half
+  EXPECT_THROW(run_bench_sweeps(small_moe_block(), o, 0), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace nibble::engine
