@@ -95,22 +95,26 @@ BenchResult merge_sweeps(const std::vector<BenchResult>& sweeps) {
   BenchResult out = sweeps.front();
   const size_t n = sweeps.size();
 
-  std::vector<std::map<RowKey, const Row*>> rows(n);
+  // Rows are matched by what they measure; two rows measuring the same (say an MoE's routed and shared
+  // experts at one shape) by their order among those rows, which every sweep derives alike.
+  std::vector<std::map<RowKey, std::vector<const Row*>>> rows(n);
   for (size_t s = 0; s < n; ++s) {
     if (sweeps[s].rows.size() != out.rows.size() || sweeps[s].predicted != out.predicted)
       throw std::invalid_argument(fmt::format("merge_sweeps: sweep {} has {} rows, sweep 0 {}: not the same benchmark", s,
                                               sweeps[s].rows.size(), out.rows.size()));
-    for (const Row& r : sweeps[s].rows) rows[s][key_of(r)] = &r;
+    for (const Row& r : sweeps[s].rows) rows[s][key_of(r)].push_back(&r);
   }
+  std::map<RowKey, size_t> seen;
   for (Row& row : out.rows) {
+    const size_t occurrence = seen[key_of(row)]++;
     if (!row.ok()) continue;  // failed in sweep 0: keeps that error
     std::vector<Timing> gemm;
     std::vector<double> quant;
     for (size_t s = 0; s < n; ++s) {
       const auto it = rows[s].find(key_of(row));
-      if (it == rows[s].end())
+      if (it == rows[s].end() || it->second.size() <= occurrence)
         throw std::invalid_argument(fmt::format("merge_sweeps: sweep {} has no row {}", s, row_name(row)));
-      const Row& r = *it->second;
+      const Row& r = *it->second[occurrence];
       if (!r.ok()) {
         row.error = fmt::format("sweep {}: {}", s, r.error);
         break;
@@ -128,17 +132,19 @@ BenchResult merge_sweeps(const std::vector<BenchResult>& sweeps) {
     if (row.gemm.median_ms > 0) row.pct_of_peak *= first_median / row.gemm.median_ms;
   }
 
-  std::vector<std::map<SequenceKey, const SequenceTiming*>> seqs(n);
+  std::vector<std::map<SequenceKey, std::vector<const SequenceTiming*>>> seqs(n);
   for (size_t s = 0; s < n; ++s)
-    for (const SequenceTiming& q : sweeps[s].sequences) seqs[s][key_of(q)] = &q;
+    for (const SequenceTiming& q : sweeps[s].sequences) seqs[s][key_of(q)].push_back(&q);
+  std::map<SequenceKey, size_t> seen_sequences;
   for (SequenceTiming& q : out.sequences) {
+    const size_t occurrence = seen_sequences[key_of(q)]++;
     std::vector<Timing> t;
     for (size_t s = 0; s < n; ++s) {
       const auto it = seqs[s].find(key_of(q));
-      if (it == seqs[s].end())
+      if (it == seqs[s].end() || it->second.size() <= occurrence)
         throw std::invalid_argument(
             fmt::format("merge_sweeps: sweep {} has no sequence {} {} {}", s, q.layer, q.recipe, to_string(q.mode)));
-      t.push_back(it->second->timing);
+      t.push_back(it->second[occurrence]->timing);
     }
     q.timing = merge_timings(t);
   }

@@ -127,6 +127,29 @@ TEST(Sweeps, EachSweepsSummaryIsKept) {
                           [](const std::string& n) { return n.find("3 sweeps") != std::string::npos; }));
 }
 
+// Two rows measuring the same GEMM (an MoE's routed and shared experts at one shape) keep their own medians:
+// they are matched by their order among such rows.
+TEST(Sweeps, RowsOfTheSameShapeMatchInOrder) {
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
+  auto s = three_sweeps(rng);
+  const Row original = s[0].rows.front();
+  for (size_t k = 0; k < s.size(); ++k) {
+    Row twin = find(s[k], original);  // the same GEMM in sweep k (its rows come in another recipe order)
+    twin.count = 7;
+    twin.gemm.median_ms = 100.0 + static_cast<double>(k);  // far from every other row's 0.05 .. 2 ms
+    s[k].rows.push_back(twin);
+  }
+  const BenchResult m = merge_sweeps(s);
+  const Row& a = m.rows.front();
+  const Row& b = m.rows.back();
+  ASSERT_EQ(b.count, 7);
+  EXPECT_DOUBLE_EQ(b.gemm.median_ms, 101.0);
+  std::vector<double> v;
+  for (const auto& sw : s) v.push_back(find(sw, a).gemm.median_ms);  // find: the first occurrence
+  EXPECT_DOUBLE_EQ(a.gemm.median_ms, median3(v[0], v[1], v[2]));
+  EXPECT_LT(a.gemm.median_ms, 50.0);
+}
+
 TEST(Sweeps, AFailureInAnySweepMarksTheRow) {
   std::mt19937_64 rng = nibble::testing::fresh_rng();
   auto s = three_sweeps(rng);
