@@ -177,8 +177,9 @@ BenchResult merge_sweeps(const std::vector<BenchResult>& sweeps) {
   out.notes.push_back(fmt::format(
       "{} sweeps, the recipes in a rotated order in each (so every recipe ran at several positions of the sweep); "
       "each row is the median over the sweeps of its per-sweep median; each sweep's per-layer times are in "
-      "sweep_summaries",
-      n));
+      "sweep_summaries; copy bandwidth per sweep {:.0f} GB/s (the bounds use their median, {:.0f} GB/s; notes "
+      "above this one are sweep 1's)",
+      n, fmt::join(copy, ", "), out.copy_bandwidth_gbs));
   return out;
 }
 
