@@ -207,7 +207,9 @@ double bf16_twin_spread(const BenchResult& result) {
   return spread;
 }
 
-RunVariation run_variation(const BenchResult& result) { return {bf16_twin_spread(result), result.clocks}; }
+RunVariation run_variation(const BenchResult& result) {
+  return {bf16_twin_spread(result), result.clocks, result.sweeps > 1 ? result.sweep_summaries : std::vector<SweepSummary>{}};
+}
 
 std::vector<Asymmetry> fprop_dgrad_asymmetry(const BenchResult& result) {
   std::vector<Asymmetry> out;

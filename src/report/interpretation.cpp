@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -37,10 +38,37 @@ std::vector<std::string> interpretation_lines(const std::vector<bench::RecipeSum
       if (&s != best && s.recipe != "bf16" && s.mode == best->mode && std::isfinite(s.speedup_vs_bf16) &&
           (!next || s.speedup_vs_bf16 > next->speedup_vs_bf16))
         next = &s;
-    if (next && std::isfinite(timing_spread) && best->speedup_vs_bf16 / next->speedup_vs_bf16 - 1 < timing_spread)
+    // Repeated sweeps answer it directly: in how many of them did the fastest lead?
+    const bench::SweepSummary* sb = nullptr;
+    const bench::SweepSummary* sn = nullptr;
+    for (const auto& w : variation.sweeps) {
+      if (w.mode == best->mode && w.recipe == best->recipe) sb = &w;
+      if (next && w.mode == next->mode && w.recipe == next->recipe) sn = &w;
+    }
+    if (next && sb && sn && sb->speedup_vs_bf16.size() == sn->speedup_vs_bf16.size()) {
+      int led = 0, n = 0;
+      double lo = 1e300, hi = -1e300;
+      for (size_t k = 0; k < sb->speedup_vs_bf16.size(); ++k) {
+        const double a = sb->speedup_vs_bf16[k], b = sn->speedup_vs_bf16[k];
+        if (!std::isfinite(a) || !std::isfinite(b) || !(b > 0)) continue;
+        ++n;
+        led += a > b;
+        lo = std::min(lo, 100.0 * (a / b - 1));
+        hi = std::max(hi, 100.0 * (a / b - 1));
+      }
+      if (n > 1 && led == n)
+        out.push_back(fmt::format("{} was faster than {} ({}) in every one of the {} sweeps (by {:.1f}% to {:.1f}%): "
+                                  "the order holds on this GPU.",
+                                  best->recipe, next->recipe, bench::to_string(best->mode), n, lo, hi));
+      else if (n > 1)
+        out.push_back(fmt::format("{} and {} ({}) swapped places between sweeps ({} led in {} of {}; {:+.1f}% to "
+                                  "{:+.1f}%): their difference is within this GPU's variation.",
+                                  best->recipe, next->recipe, bench::to_string(best->mode), best->recipe, led, n, lo, hi));
+    } else if (next && std::isfinite(timing_spread) &&
+               best->speedup_vs_bf16 / next->speedup_vs_bf16 - 1 < timing_spread)
       out.push_back(fmt::format("{} and {} ({}) differ by {:.1f}%, less than this run's timing variation: the same "
                                 "BF16 GEMMs, timed in the pre-quantized and the step rows, differ by up to {:.1f}%. "
-                                "One run does not order them; repeat it before choosing.",
+                                "One run does not order them; repeat it (nibble bench --repeat 3) before choosing.",
                                 best->recipe, next->recipe, bench::to_string(best->mode),
                                 100.0 * (best->speedup_vs_bf16 / next->speedup_vs_bf16 - 1), 100.0 * timing_spread));
   }

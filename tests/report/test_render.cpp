@@ -286,6 +286,25 @@ TEST(Interpretation, FastestTwoWithinTheRunsTimingVariation) {
   EXPECT_TRUE(said(0.05));
   EXPECT_FALSE(said(0.02));
   EXPECT_FALSE(said(bench::kNaN));
+
+  // With repeated sweeps the sweeps decide: the order held in every one, or it did not.
+  bench::RunVariation v{0.05, {}, {}};
+  v.sweeps.push_back({"fp8-delayed", Mode::step, {10, 10, 10}, {1.70, 1.72, 1.69}});
+  v.sweeps.push_back({"fp8-current", Mode::step, {10, 10, 10}, {1.66, 1.65, 1.60}});
+  auto lines = interpretation_lines(sums, v);
+  auto find_line = [&](const std::string& needle) {
+    for (const auto& line : lines)
+      if (has(line, needle)) return line;
+    return std::string();
+  };
+  EXPECT_EQ(find_line("fp8-delayed was faster than fp8-current (step) in every one of the 3 sweeps (by 2.4% to 5.6%)"),
+            "fp8-delayed was faster than fp8-current (step) in every one of the 3 sweeps (by 2.4% to 5.6%): the order "
+            "holds on this GPU.");
+  EXPECT_EQ(find_line("repeat it"), "");  // the sweeps answered it
+  v.sweeps[1].speedup_vs_bf16[1] = 1.75;  // fp8-current led in sweep 2
+  lines = interpretation_lines(sums, v);
+  EXPECT_NE(find_line("fp8-delayed and fp8-current (step) swapped places between sweeps (fp8-delayed led in 2 of 3;"),
+            "");
 }
 
 // The GPU's clocks during the run (the engine's NVML samples): the header says what they did, and when they

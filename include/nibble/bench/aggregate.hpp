@@ -100,6 +100,7 @@ double bf16_twin_spread(const BenchResult& result);
 struct RunVariation {
   double timing_spread = kNaN;
   ClockRecord clocks;
+  std::vector<SweepSummary> sweeps;  // each sweep's per-layer result when the run repeated its sweep
 };
 RunVariation run_variation(const BenchResult& result);
 
