@@ -9,6 +9,8 @@ Runs the CLI (no GPU: the prediction path, or --gpu) and checks, with the standa
   speedup_vs_baseline with `baseline_recipe`'s); quant_overhead_ms = autocast minus pre-quantized layer_ms;
   layer_ms = the sum over the layer's GEMM rows of (GEMM + quantization) ms x count; model_ms = layer_ms x
   layers + the once-per-model GEMMs;
+- every row's `bound_ms` = the GEMM time on pre-quantized operands (step: the pre-quantized row's; per-gemm:
+  its own) + quant_bytes / copy bandwidth; `sweeps` = 1 without --repeat;
 - CSV: exactly one row per (GEMM, recipe, mode), flops = 2 M K N x count, the same GPU and `predicted`.
 Usage: check_bench_contract.py PATH/TO/nibble   (run from the repository root; ctest does)
 """
@@ -58,6 +60,22 @@ def run_case(args):
             check(close(s["quant_overhead_ms"], s["layer_ms"] - pre["layer_ms"], 1e-6),
                   f"{tag}: {recipe} {mode} quant_overhead_ms {s['quant_overhead_ms']} != "
                   f"{s['layer_ms'] - pre['layer_ms']} (autocast minus pre-quantized)")
+
+    # The bandwidth bound of every row: its GEMMs on pre-quantized operands (step: the pre-quantized row of the
+    # same GEMM; per-gemm: its own, which runs with Transformer Engine's settings) + quantization bytes / copy.
+    copy = result["copy_bandwidth_gbs"]
+    check(copy > 0, f"{tag}: copy_bandwidth_gbs {copy}")
+    check(result.get("sweeps") == 1, f"{tag}: sweeps {result.get('sweeps')!r} (one sweep without --repeat)")
+    pre_gemm = {(g["layer"], g["pass"], g["recipe"], g["m"], g["k"], g["n"]): g["gemm_ms"]
+                for g in result["gemms"] if g["mode"] == "pre-quantized" and g["error"] is None}
+    for g in result["gemms"]:
+        if g["error"] is not None:
+            continue
+        own = g["gemm_ms"]
+        gemm = pre_gemm.get((g["layer"], g["pass"], g["recipe"], g["m"], g["k"], g["n"]), own) if g["mode"] == "step" else own
+        want = gemm + g["quant_bytes"] / (copy * 1e9) * 1e3
+        check(close(g["bound_ms"], want, 1e-9),
+              f"{tag}: {g['layer']} {g['pass']} {g['recipe']} {g['mode']} bound_ms {g['bound_ms']} != {want}")
 
     seen = set()
     layer_sum, once_sum = {}, {}
