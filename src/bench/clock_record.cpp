@@ -1,5 +1,6 @@
 // Summaries of the GPU clock samples a benchmark took (include/nibble/bench/clock_record.hpp).
 #include "nibble/bench/clock_record.hpp"
+#include "nibble/bench/median.hpp"
 
 #include <fmt/format.h>
 
@@ -22,11 +23,11 @@ ClockRecord summarize_clock_samples(const std::vector<ClockSample>& samples, con
     power += (s.reasons & clock_reason::kPower) != 0;
     thermal += (s.reasons & clock_reason::kThermal) != 0;
   }
-  std::sort(mhz.begin(), mhz.end());
-  c.sm_clock_mhz_min = mhz.front();
-  c.sm_clock_mhz_max = mhz.back();
+  const auto [lo, hi] = std::minmax_element(mhz.begin(), mhz.end());
+  c.sm_clock_mhz_min = *lo;
+  c.sm_clock_mhz_max = *hi;
   const size_t n = mhz.size();
-  c.sm_clock_mhz_median = n % 2 ? mhz[n / 2] : 0.5 * (mhz[n / 2 - 1] + mhz[n / 2]);
+  c.sm_clock_mhz_median = median(mhz);
   c.power_capped_fraction = static_cast<double>(power) / static_cast<double>(n);
   c.thermal_fraction = static_cast<double>(thermal) / static_cast<double>(n);
   return c;

@@ -10,17 +10,11 @@
 #include <tuple>
 
 #include "nibble/bench/aggregate.hpp"
+#include "nibble/bench/median.hpp"
 
 namespace nibble::bench {
 
 namespace {
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return kNaN;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 using RowKey = std::tuple<std::string, std::string, std::string, Mode, int64_t, int64_t, int64_t, bool>;
 RowKey key_of(const Row& r) { return {r.layer, r.pass, r.recipe, r.mode, r.m, r.k, r.n, r.per_model}; }
@@ -34,21 +28,21 @@ std::string row_name(const Row& r) {
 
 // The timings of one row (or sequence) over the sweeps, merged as sweeps.hpp says.
 Timing merge_timings(const std::vector<Timing>& t) {
-  std::vector<double> median, p10, p90;
+  std::vector<double> medians, p10, p90;
   Timing out;
   out.min_ms = t.front().min_ms;
   out.max_ms = t.front().max_ms;
   for (const Timing& x : t) {
-    median.push_back(x.median_ms);
+    medians.push_back(x.median_ms);
     p10.push_back(x.p10_ms);
     p90.push_back(x.p90_ms);
     out.min_ms = std::min(out.min_ms, x.min_ms);
     out.max_ms = std::max(out.max_ms, x.max_ms);
     out.n_runs += x.n_runs;
   }
-  out.median_ms = median_of(median);
-  out.p10_ms = median_of(p10);
-  out.p90_ms = median_of(p90);
+  out.median_ms = median(medians);
+  out.p10_ms = median(p10);
+  out.p90_ms = median(p90);
   return out;
 }
 
@@ -75,7 +69,7 @@ ClockRecord merge_clocks(const std::vector<BenchResult>& sweeps) {
   }
   if (samples == 0) return out;
   out.samples = samples;
-  out.sm_clock_mhz_median = median_of(medians);
+  out.sm_clock_mhz_median = median(medians);
   out.power_capped_fraction = capped / samples;
   out.thermal_fraction = thermal / samples;
   return out;
@@ -123,13 +117,12 @@ BenchResult merge_sweeps(const std::vector<BenchResult>& sweeps) {
       quant.push_back(r.quant_ms);
     }
     if (!row.ok()) continue;
-    const double first_median = row.gemm.median_ms;
+    // pct_of_peak is inversely proportional to the GEMM time (finish_row): sweep 0's, rescaled.
+    const double first_median = row.gemm.median_ms, first_pct = row.pct_of_peak;
     row.gemm = merge_timings(gemm);
-    row.quant_ms = median_of(quant);
-    row.total_ms = row.gemm.median_ms + row.quant_ms;
-    row.tflops = row.total_ms > 0 ? row.flops / (row.total_ms * 1e-3) / 1e12 : kNaN;
-    // pct_of_peak is inversely proportional to the GEMM time (finish_row): rescale sweep 0's.
-    if (row.gemm.median_ms > 0) row.pct_of_peak *= first_median / row.gemm.median_ms;
+    row.quant_ms = median(quant);
+    finish_row(row, 0);  // total_ms and tflops by their one definition
+    row.pct_of_peak = row.gemm.median_ms > 0 ? first_pct * first_median / row.gemm.median_ms : kNaN;
   }
 
   std::vector<std::map<SequenceKey, std::vector<const SequenceTiming*>>> seqs(n);
@@ -156,7 +149,7 @@ BenchResult merge_sweeps(const std::vector<BenchResult>& sweeps) {
 
   std::vector<double> copy;
   for (const BenchResult& s : sweeps) copy.push_back(s.copy_bandwidth_gbs);
-  out.copy_bandwidth_gbs = median_of(copy);
+  out.copy_bandwidth_gbs = median(copy);
   out.clocks = merge_clocks(sweeps);
   out.sweeps = static_cast<int>(n);
 
