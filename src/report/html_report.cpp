@@ -2,6 +2,7 @@
 // so it can be mailed, archived in docs/perf/ and opened offline.
 #include "nibble/report/interpretation.hpp"
 #include "nibble/bench/aggregate.hpp"
+#include "nibble/report/notes.hpp"
 #include "nibble/report/render.hpp"
 #include "number_text.hpp"
 #include "svg_charts.hpp"
@@ -177,7 +178,7 @@ std::string to_html(const BenchResult& r) {
     out += "</table>\n";
   }
   out += "<h2>Every GEMM</h2>\n" + gemm_rows(r);
-  for (const auto& n : r.notes) out += fmt::format("<p class=note>note: {}</p>\n", escape(n));
+  for (const auto& n : grouped_notes(r)) out += fmt::format("<p class=note>note: {}</p>\n", escape(n));
   if (r.predicted) out += fmt::format("<p class=banner>{}</p>\n", escape(predicted_banner(r)));
   return out + "</body></html>\n";
 }

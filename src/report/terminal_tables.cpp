@@ -1,5 +1,6 @@
 // The terminal report: fixed-width tables a user reads at a glance, then what the numbers mean.
 #include "nibble/bench/aggregate.hpp"
+#include "nibble/report/notes.hpp"
 #include "nibble/report/render.hpp"
 #include "nibble/report/interpretation.hpp"
 #include "number_text.hpp"
@@ -277,7 +278,7 @@ std::string render_terminal(const BenchResult& r) {
   for (const Row& x : r.rows)
     if (!x.ok())
       out += fmt::format("  FAILED {} {} {} ({}): {}\n", x.layer, x.pass, x.recipe, bench::to_string(x.mode), x.error);
-  for (const auto& n : r.notes) out += "note: " + n + "\n";
+  for (const auto& n : grouped_notes(r)) out += "note: " + n + "\n";
   if (r.predicted) out += fmt::format("{}\n!!! {}\n{}\n", rule, predicted_banner(r), rule);
   return out;
 }

@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <set>
+#include <tuple>
 
 #include "gpu_test_support.hpp"
 #include "nibble/bench/aggregate.hpp"
@@ -69,6 +72,25 @@ TEST(EngineSequences, EveryLayerTimedAsOneSequenceAndSummed) {
     EXPECT_EQ(found, 1) << row.layer << " " << row.recipe << " " << bench::to_string(row.mode);
   }
   EXPECT_EQ(r.sequences.size(), layers_with_rows);
+  // Path notes: one per (recipe, layer) when every mode ran the same path, else one per path, each naming
+  // its modes ("[step, per-gemm] ...").
+  // (Layers that share a name, the MoE block's two mlp_up, may run different paths: not checked.)
+  std::map<std::string, std::set<std::tuple<int64_t, int64_t, int64_t>>> shapes_of_name;
+  for (const bench::Row& row : r.rows)
+    if (row.pass == "fprop") shapes_of_name[row.layer].insert({row.m, row.n, row.k});
+  for (const std::string& recipe : options(true).recipes) {
+    for (const bench::Row& row : r.rows) {
+      if (row.recipe != recipe || row.pass != "fprop" || row.mode != Mode::step) continue;
+      if (shapes_of_name[row.layer].size() > 1) continue;
+      const std::string head = recipe + " " + row.layer + ": ";
+      std::vector<std::string> texts;
+      for (const std::string& n : r.notes)
+        if (n.compare(0, head.size(), head) == 0) texts.push_back(n.substr(head.size()));
+      if (texts.size() > 1) {
+        for (const std::string& t : texts) EXPECT_EQ(t.front(), '[') << head << t;
+      }
+    }
+  }
   // The clock monitor sampled the GPU through NVML while the sweep ran (the driver installs NVML).
   EXPECT_TRUE(r.clocks.available) << r.clocks.source;
   EXPECT_GT(r.clocks.samples, 0);

@@ -152,6 +152,30 @@ TEST(Terminal, SweepTableShowsEachSweep) {
   EXPECT_TRUE(has(h, "<td>21.000 (1.40x)</td></tr>")) << h;
 }
 
+// Path notes that differ only in the layer read as one line per path, in the order they first appeared;
+// a note naming no (recipe, layer) of the rows, or another recipe's, stays as it is.
+TEST(Notes, PerLayerPathNotesGroupAcrossLayers) {
+  BenchResult r = sample();
+  r.notes = {"copy bandwidth measured in this run: 4200 GB/s",
+             "quartet qkv: X: re-encoded per row, exact",
+             "fp8-delayed qkv: amax history 1024",
+             "quartet mlp_up: X: re-encoded per row, exact",
+             "quartet lm_head: X: re-encoded per 1x128 group, exact",
+             "quartet ghost: X: re-encoded per row, exact",
+             "quartet qkv: X: re-encoded per row, exact",
+             "fp8-delayed mlp_up: amax history 1024"};
+  const std::vector<std::string> want = {"copy bandwidth measured in this run: 4200 GB/s",
+                                         "quartet qkv, mlp_up: X: re-encoded per row, exact",
+                                         "fp8-delayed qkv, mlp_up: amax history 1024",
+                                         "quartet lm_head: X: re-encoded per 1x128 group, exact",
+                                         "quartet ghost: X: re-encoded per row, exact"};
+  EXPECT_EQ(grouped_notes(r), want);
+  const std::string t = render_terminal(r);
+  EXPECT_TRUE(has(t, "note: quartet qkv, mlp_up: X: re-encoded per row, exact\n")) << t;
+  EXPECT_FALSE(has(t, "note: quartet mlp_up: X")) << t;
+  EXPECT_TRUE(has(to_html(r), "<p class=note>note: fp8-delayed qkv, mlp_up: amax history 1024</p>"));
+}
+
 // The copy bandwidth next to the peak: from the memory clock and bus width when measured, from the
 // database when predicted, left out when unknown.
 TEST(Terminal, CopyBandwidthAgainstThePeak) {
@@ -279,7 +303,7 @@ TEST(Interpretation, FastestTwoWithinTheRunsTimingVariation) {
   for (auto& s : sums) s.mode = Mode::step, s.path = "native";
   sums[0].speedup_vs_bf16 = 1.0, sums[1].speedup_vs_bf16 = 1.70, sums[2].speedup_vs_bf16 = 1.66;  // 2.4% apart
   auto said = [&](double spread) {
-    for (const auto& line : interpretation_lines(sums, {spread, {}}))
+    for (const auto& line : interpretation_lines(sums, {spread, {}, {}}))
       if (has(line, "fp8-delayed and fp8-current (step) differ by 2.4%") && has(line, "repeat it")) return true;
     return false;
   };
