@@ -152,6 +152,12 @@ int main(int argc, char** argv) {
         path = nc::quantize_mxfp8(in[i & 1], s.rows, s.cols, nq::MxScaleRule::ocp, {row, col}, reinterpret_cast<uint8_t*>(sc_row),
                                   reinterpret_cast<uint8_t*>(sc_col), nc::MxScaleLayout::grid, rn, nullptr);
       });
+      // The same kernel writing cuBLASLt's 128x4 scale tiles (a 128x128 data tile's scales are one 512-byte
+      // run per copy, whole sectors; the grid layout's are 4-byte runs): how much the grid's stores cost.
+      run("mxfp8 ocp row+col (tiled128x4 scales)", rw2 + mx_scales, [&](int i) {
+        path = nc::quantize_mxfp8(in[i & 1], s.rows, s.cols, nq::MxScaleRule::ocp, {row, col}, reinterpret_cast<uint8_t*>(sc_row),
+                                  reinterpret_cast<uint8_t*>(sc_col), nc::MxScaleLayout::tiled128x4, rn, nullptr);
+      });
       run("mxfp8 ocp rowwise only", 3.0 * n + mx_scales / 2, [&](int i) {
         path = nc::quantize_mxfp8(in[i & 1], s.rows, s.cols, nq::MxScaleRule::ocp, {row, nullptr}, reinterpret_cast<uint8_t*>(sc_row),
                                   nullptr, nc::MxScaleLayout::grid, rn, nullptr);
