@@ -10,6 +10,7 @@
 #include "device_buffer.hpp"
 #include "memory_check.hpp"
 #include "layer_runner.hpp"
+#include "nibble/bench/path_notes.hpp"
 #include "nibble/bench/row_from_gemm.hpp"
 #include "nibble/bench/sweeps.hpp"
 #include "nibble/cuda/check.hpp"
@@ -205,7 +206,7 @@ bench::BenchResult run_bench(const workload::Workload& workload, const EngineOpt
       // every mode. (The BF16 LM head is left to cuda::gemm, which refuses only its GEMMs with K % 8 != 0.)
       const std::string shape_error =
           high_precision_layer ? std::string() : quant::layer_shape_error(recipe, layer.name, s.t, s.i, s.o);
-      std::vector<std::pair<std::string, std::vector<Mode>>> mode_notes;  // a runner's path note, the modes that ran it
+      bench::PathNotes path_notes;  // each mode's runner's path
       for (Mode mode : options.modes) {
         RunnerSettings rs;
         const bool te = mode == Mode::per_gemm && options.te_settings_for_per_gemm;
@@ -280,22 +281,9 @@ bench::BenchResult run_bench(const workload::Workload& workload, const EngineOpt
             cudaGetLastError();
           }
         }
-        const std::string note = runner ? runner->note() : "";
-        if (!note.empty()) {
-          auto same = std::find_if(mode_notes.begin(), mode_notes.end(), [&](const auto& n) { return n.first == note; });
-          if (same == mode_notes.end()) {
-            mode_notes.push_back({note, {mode}});
-          } else {
-            same->second.push_back(mode);
-          }
-        }
+        if (runner) path_notes.add(mode, runner->note());
       }
-      // One line per (recipe, layer) and path; the modes are named when they ran different paths (per-gemm
-      // mode's runner has Transformer Engine's settings).
-      for (const auto& [note, modes] : mode_notes) {
-        std::string which;
-        for (Mode m : modes) which += (which.empty() ? "[" : ", ") + std::string(bench::to_string(m));
-        const std::string line = recipe + " " + layer.name + ": " + (mode_notes.size() > 1 ? which + "] " : "") + note;
+      for (const std::string& line : path_notes.lines(recipe, layer.name)) {
         // Layers of one name (an MoE block's expert and shared mlp_up) usually run the same path: one line.
         if (std::find(result.notes.begin(), result.notes.end(), line) == result.notes.end()) result.notes.push_back(line);
       }
