@@ -24,9 +24,14 @@ nlohmann::json model_identity(const nlohmann::json& m) {
 std::string render_comparison(const bench::BenchResult& a, const bench::BenchResult& b) {
   const auto sa = bench::summarize(a);
   const auto sb = bench::summarize(b);
-  std::string out = fmt::format("A: {}  T={} layers={}  {}\nB: {}  T={} layers={}  {}\n", label(a),
-                                a.tokens, a.layers, a.command_line, label(b), b.tokens, b.layers,
+  auto sweeps = [](const bench::BenchResult& r) { return r.sweeps > 1 ? fmt::format(" sweeps={}", r.sweeps) : ""; };
+  std::string out = fmt::format("A: {}  T={} layers={}{}  {}\nB: {}  T={} layers={}{}  {}\n", label(a), a.tokens,
+                                a.layers, sweeps(a), a.command_line, label(b), b.tokens, b.layers, sweeps(b),
                                 b.command_line);
+  if (a.sweeps != b.sweeps)
+    out += fmt::format("note: A's rows are medians over {} sweep(s), B's over {} (nibble bench --repeat): a side with "
+                       "one sweep carries more of its run's order and clock effects (docs/perf/bench-noise.md)\n",
+                       a.sweeps, b.sweeps);
   if (a.predicted || b.predicted)
     out += "!!! at least one side is PREDICTED (no measurement): compare with care\n";
   if (model_identity(a.model) != model_identity(b.model) ||

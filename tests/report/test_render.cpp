@@ -275,6 +275,14 @@ TEST(Compare, SideBySideRatios) {
   EXPECT_FALSE(has(c2, "B GPU clocks during the run"));
   b.predicted = false;
   EXPECT_TRUE(has(render_comparison(a, b), "B GPU clocks during the run: not recorded"));
+  // Sweeps: named in the header when more than one, and a note when the two sides differ.
+  EXPECT_FALSE(has(render_comparison(a, b), "sweep"));
+  b.sweeps = 3;
+  const std::string c3 = render_comparison(a, b);
+  EXPECT_TRUE(has(c3, "\nB: B200  T=" + std::to_string(b.tokens) + " layers=" + std::to_string(b.layers) + " sweeps=3  ")) << c3;
+  EXPECT_TRUE(has(c3, "note: A's rows are medians over 1 sweep(s), B's over 3 (nibble bench --repeat)")) << c3;
+  a.sweeps = 3;
+  EXPECT_FALSE(has(render_comparison(a, b), "note: A's rows are medians")) << render_comparison(a, b);
 }
 
 // The run's own timing variation: BF16's GEMMs timed in the pre-quantized and the step rows. When the
