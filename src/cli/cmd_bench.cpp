@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
-#include <sstream>
 #include <stdexcept>
 
 #include "command_registry.hpp"
@@ -162,11 +161,8 @@ std::function<int()> setup_bench(CLI::App& sub) {
                "skip timing each linear layer's passes back to back as one unit (the rows, timed piece by piece, "
                "still run)");
   sub.add_flag("--quiet", a->quiet, "no progress bar");
-  return [a, &sub] {
-    std::ostringstream cl;
-    cl << "nibble bench";
-    for (const auto& s : sub.remaining(true)) cl << ' ' << s;
-    a->command_line = cl.str();
+  return [a] {
+    a->command_line = nibble::cli::invocation();
     return run_bench(*a);
   };
 }

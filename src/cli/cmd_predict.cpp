@@ -41,7 +41,7 @@ int run_predict(const PredictArgs& a) {
   const auto recipes = a.recipes.empty() ? nibble::quant::recipe_names() : a.recipes;
   pr::PredictOptions opt;
   opt.baseline_recipe = a.baseline;
-  opt.command_line = "nibble predict";
+  opt.command_line = nibble::cli::invocation();
   pr::Calibration calibration;
   if (!a.calibrate_on.empty()) {
     const auto measured = nibble::bench::read_result_file(a.calibrate_on);

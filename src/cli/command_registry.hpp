@@ -18,6 +18,11 @@ struct Command {
 
 std::vector<Command>& command_registry();
 
+// The command line as the user typed it, "nibble <args>", with arguments that need it single-quoted
+// (set by main before parsing; results record it, e.g. the bench JSON's command_line).
+std::string& invocation();
+std::string quote_argument(const std::string& arg);
+
 inline bool register_command(Command c) {
   command_registry().push_back(std::move(c));
   return true;

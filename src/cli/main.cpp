@@ -1,6 +1,8 @@
 // nibble: low-precision (FP8/FP4) transformer training toolkit. Entry point; subcommands register
 // themselves in cmd_*.cpp.
 #include <algorithm>
+#include <cctype>
+#include <cstring>
 #include <cstdio>
 #include <exception>
 #include <functional>
@@ -12,6 +14,19 @@ namespace nibble::cli {
 std::vector<Command>& command_registry() {
   static std::vector<Command> commands;
   return commands;
+}
+std::string& invocation() {
+  static std::string line = "nibble";
+  return line;
+}
+std::string quote_argument(const std::string& arg) {
+  const bool plain = !arg.empty() && std::all_of(arg.begin(), arg.end(), [](unsigned char c) {
+    return std::isalnum(c) || std::strchr("-_.,/=:+@%", c) != nullptr;
+  });
+  if (plain) return arg;
+  std::string q = "'";
+  for (char c : arg) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
 }
 }  // namespace nibble::cli
 
@@ -29,6 +44,7 @@ int main(int argc, char** argv) {
     auto run = c.setup(*sub);
     sub->callback([&action, run] { action = run; });
   }
+  for (int i = 1; i < argc; ++i) invocation() += " " + quote_argument(argv[i]);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -52,4 +52,19 @@ TEST(CliBench, WarmupMsOutsideItsRangeIsRefused) {
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
 }
 
+// The JSON records the command as typed: every option, the GPU name quoted (session 28: it had recorded
+// "nibble bench" alone, since CLI11 leaves no remaining arguments once it has parsed them all).
+TEST(CliBench, JsonRecordsTheWholeCommandLine) {
+  CliSandbox box;
+  const std::string out = box.path("b.json");
+  const auto r = box.run("bench --gpu 'H200 SXM' --quiet --recipes bf16,fp8-delayed --mode all --json " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(load(out).at("command_line"),
+            "nibble bench --gpu 'H200 SXM' --quiet --recipes bf16,fp8-delayed --mode all --json " + out);
+  const auto p = box.run("predict --gpu 'H100 SXM' --recipes bf16 --json " + box.path("p.json"));
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_EQ(load(box.path("p.json")).at("command_line"),
+            "nibble predict --gpu 'H100 SXM' --recipes bf16 --json " + box.path("p.json"));
+}
+
 }  // namespace
