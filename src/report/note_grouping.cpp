@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "nibble/report/notes.hpp"
 
 namespace nibble::report {
@@ -62,9 +64,7 @@ std::vector<std::string> grouped_notes(const bench::BenchResult& result) {
       out.push_back(g.text);
       continue;
     }
-    std::string line = g.recipe + " ";
-    for (size_t i = 0; i < g.layers.size(); ++i) line += (i ? ", " : "") + g.layers[i];
-    out.push_back(line + ": " + g.text);
+    out.push_back(fmt::format("{} {}: {}", g.recipe, fmt::join(g.layers, ", "), g.text));
   }
   return out;
 }
