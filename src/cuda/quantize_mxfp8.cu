@@ -31,6 +31,22 @@ __device__ __forceinline__ uint8_t mx_code(uint32_t amax_bits, quant::MxScaleRul
   return quant::mx_scale_code_of_abs_bits(amax_bits, rule, kF);
 }
 
+// One 128x4 scale tile (cuBLASLt VEC32_UE8M0): scale column c (0..3) of tile row r (0..127).
+constexpr int kTiledScaleBytes = static_cast<int>(scale_layout::kTileRows * scale_layout::kTileCols);
+__device__ __forceinline__ int tiled_offset(int r, int c) { return (r % 32) * 16 + (r / 32) * 4 + c; }
+static_assert(scale_layout::tiled_index(128, 32, 77, 96) % kTiledScaleBytes == (77 % 32) * 16 + (77 / 32) * 4 + 3,
+              "tiled_offset is scale_layout::tiled_index inside one tile");
+static_assert(tile::kTile == scale_layout::kTileRows && tile::kTile == 32 * scale_layout::kTileCols,
+              "a 128x128 data tile owns exactly one 128x4 scale tile per copy");
+
+// Warp kWarp stores the staged tile: 32 lanes x 16 bytes, whole sectors. Call after a barrier.
+template <int kWarp>
+__device__ __forceinline__ void store_tiled_scales(const uint8_t* staged, uint8_t* scales, int64_t tile_offset) {
+  if ((threadIdx.x >> 5) != kWarp) return;
+  const int lane = threadIdx.x & 31;
+  reinterpret_cast<uint4*>(scales + tile_offset)[lane] = reinterpret_cast<const uint4*>(staged)[lane];
+}
+
 // kGrid: the scale layout (MxScaleLayout::grid, else tiled128x4) is a template argument, so the
 // kernel carries neither the other layout's index arithmetic nor a branch on it. (Walking the
 // row-phase stores by pointer instead of recomputing r * cols saved 16 more instructions but cost
@@ -40,6 +56,10 @@ __global__ void __launch_bounds__(tile::kThreads, kMinBlocks)
     quantize_mxfp8_kernel(const uint16_t* __restrict__ x, int64_t rows, int64_t cols, Fp8Copies out, MxScales sc,
                           quant::SrKey sr) {
   __shared__ tile::Smem s;
+  // Tiled layout: a 128x128 data tile's scales are exactly one 128x4 scale tile per copy (512 bytes),
+  // staged here and stored by one warp in whole 16-byte pieces (padding included: out-of-range rows and
+  // blocks load as zeros, whose scale code is 0, so the kernel writes the padding's zeros itself).
+  __shared__ __align__(16) uint8_t stage[kGrid ? 1 : 2][kGrid ? 1 : kTiledScaleBytes];
   const tile::TileCoord t = tile::block_tile(out.colwise != nullptr);
   const int64_t row0 = t.tr * tile::kTile, col0 = t.tc * tile::kTile;
   uint4 v[tile::kRowsPerThread][2];
@@ -53,13 +73,12 @@ __global__ void __launch_bounds__(tile::kThreads, kMinBlocks)
     for (int k = 0; k < tile::kRowsPerThread; ++k) {
       const uint8_t code = mx_code(tile::group_max<1>(tile::amax16_bits(v[k])), sc.rule);
       const int64_t r = r_first + 32 * k;
+      if constexpr (!kGrid) {
+        if ((rp.chunk & 1) == 0) stage[0][tiled_offset(rp.r0 + 32 * k, rp.chunk / 2)] = code;
+      }
       if (r < rows && c < cols) {
-        if ((rp.chunk & 1) == 0) {
-          if constexpr (kGrid) {
-            sc.rowwise[r * (cols / kMxBlock) + c / kMxBlock] = code;
-          } else {
-            sc.rowwise[sl::tiled_index(cols, kMxBlock, r, c)] = code;
-          }
+        if constexpr (kGrid) {
+          if ((rp.chunk & 1) == 0) sc.rowwise[r * (cols / kMxBlock) + c / kMxBlock] = code;
         }
         float f[16];
         tile::unpack16(v[k], f);
@@ -67,11 +86,20 @@ __global__ void __launch_bounds__(tile::kThreads, kMinBlocks)
       }
     }
   }
-  if (out.colwise == nullptr) return;
+  if (out.colwise == nullptr) {
+    if constexpr (!kGrid) {
+      __syncthreads();
+      store_tiled_scales<0>(stage[0], sc.rowwise, sl::tiled_index(cols, kMxBlock, row0, col0));
+    }
+    return;
+  }
 
   // A 32x1 block is 32 consecutive rows of one column: the lane pair (rc, rc ^ 1) of a column pair.
   tile::park_rows(s, v);
   __syncthreads();
+  if constexpr (!kGrid) {
+    if (out.rowwise != nullptr) store_tiled_scales<0>(stage[0], sc.rowwise, sl::tiled_index(cols, kMxBlock, row0, col0));
+  }
 #pragma unroll
   for (int pass = 0; pass < tile::kColPasses; ++pass) {
     const tile::ColPhase cp = tile::col_phase(pass);
@@ -80,15 +108,18 @@ __global__ void __launch_bounds__(tile::kThreads, kMinBlocks)
     const uint32_t m2 = tile::group_max2<1>(tile::column_pair_amax2(w));
     const uint8_t lo = mx_code(tile::lo_amax_bits(m2), sc.rule), hi = mx_code(tile::hi_amax_bits(m2), sc.rule);
     const int64_t col = col0 + 2 * cp.word, r = row0 + tile::kColRows * cp.rc;
+    if constexpr (!kGrid) {
+      if ((cp.rc & 1) == 0) {
+        stage[1][tiled_offset(2 * cp.word, cp.rc / 2)] = lo;
+        stage[1][tiled_offset(2 * cp.word + 1, cp.rc / 2)] = hi;
+      }
+    }
     if (col >= cols || r >= rows) continue;  // rows is a multiple of 32: the whole 32-block exists
-    if ((cp.rc & 1) == 0) {
-      if constexpr (kGrid) {
+    if constexpr (kGrid) {
+      if ((cp.rc & 1) == 0) {
         uint8_t* grid_scale = sc.colwise + col * (rows / kMxBlock) + r / kMxBlock;
         grid_scale[0] = lo;
         grid_scale[rows / kMxBlock] = hi;  // column col + 1
-      } else {
-        sc.colwise[sl::tiled_index(rows, kMxBlock, col, r)] = lo;
-        sc.colwise[sl::tiled_index(rows, kMxBlock, col + 1, r)] = hi;
       }
     }
     uint8_t* codes = out.colwise + col * rows + r;  // column col + 1: + rows
@@ -97,6 +128,10 @@ __global__ void __launch_bounds__(tile::kThreads, kMinBlocks)
     *reinterpret_cast<uint4*>(codes) = tile::encode16_mx<kF, kSr>(f, lo, sr, col * rows + r);
     tile::column_hi(w, f);
     *reinterpret_cast<uint4*>(codes + rows) = tile::encode16_mx<kF, kSr>(f, hi, sr, (col + 1) * rows + r);
+  }
+  if constexpr (!kGrid) {
+    __syncthreads();
+    store_tiled_scales<1>(stage[1], sc.colwise, sl::tiled_index(rows, kMxBlock, col0, row0));
   }
 }
 
@@ -142,16 +177,11 @@ const char* quantize_mxfp8(const uint16_t* x, int64_t rows, int64_t cols, quant:
   const dim3 grid(static_cast<unsigned>((cols + tile::kTile - 1) / tile::kTile),
                   static_cast<unsigned>((rows + tile::kTile - 1) / tile::kTile));
   if (grid.y > 65535) throw std::invalid_argument("quantize_mxfp8: rows too large for one launch; split along rows");
+  // The 128x4 tiles pad rows to 128 and scale columns to 4, and cuBLASLt reads the padding: the tiled
+  // kernel writes whole tiles, padding zeros included (each 128x128 data tile owns one scale tile).
   if (layout == MxScaleLayout::tiled128x4) {
-    // The 128x4 tiles pad rows to 128 and scale columns to 4; cuBLASLt reads the padding, so zero it
-    // (only where there is padding: otherwise the kernel writes every byte, and a memset is one more
-    // launch per operand in each training step).
-    auto zero_padding = [&](uint8_t* scales, int64_t n_rows, int64_t k) {
-      const int64_t n = sl::tiled_count(n_rows, k, kMxBlock);
-      if (n != n_rows * (k / kMxBlock)) NIBBLE_CUDA_CHECK(cudaMemsetAsync(scales, 0, n, stream));
-    };
-    if (out.rowwise != nullptr) zero_padding(scales_rowwise, rows, cols);
-    if (out.colwise != nullptr) zero_padding(scales_colwise, cols, rows);
+    check_aligned(fn, "scales_rowwise (tiled: 16-byte tile stores)", scales_rowwise);
+    check_aligned(fn, "scales_colwise (tiled: 16-byte tile stores)", scales_colwise);
   }
   const MxScales sc{scales_rowwise, scales_colwise, layout, rule};
   if (sr.enabled) {
