@@ -117,9 +117,9 @@ int main(int argc, char** argv) {
       };
       report("d2d copy (reference)", "cudaMemcpyAsync", 2.0 * n * 2, copy);
       const char* path = nullptr;
-      auto run = [&](const char* kernel, double bytes, const std::function<void(int)>& fn) {
+      auto run = [&](const std::string& kernel, double bytes, const std::function<void(int)>& fn) {
         const Stats t = time_it(reps, fn);
-        report(kernel, path != nullptr ? path : "", bytes, t);
+        report(kernel.c_str(), path != nullptr ? path : "", bytes, t);
       };
       const double rw2 = 2.0 * n + 2.0 * n;  // read bf16, write two fp8 copies
       run("amax", 2.0 * n, [&](int i) { path = nc::amax_bf16(in[i & 1], n, scal, nullptr); });
@@ -162,12 +162,15 @@ int main(int argc, char** argv) {
         path = nc::quantize_mxfp8(in[i & 1], s.rows, s.cols, nq::MxScaleRule::ocp, {row, nullptr}, reinterpret_cast<uint8_t*>(sc_row),
                                   nullptr, nc::MxScaleLayout::grid, rn, nullptr);
       });
-      run("decode mxfp8->bf16", 3.0 * n + mx_scales / 2, [&](int) {
-        path = nc::decode_mxfp8_bf16(row, reinterpret_cast<uint8_t*>(sc_row), s.rows, s.cols, dec, false, nullptr);
-      });
-      run("decode mxfp8->bf16 transposed", 3.0 * n + mx_scales / 2, [&](int) {
-        path = nc::decode_mxfp8_bf16(row, reinterpret_cast<uint8_t*>(sc_row), s.rows, s.cols, dec, true, nullptr);
-      });
+      for (auto layout : {nc::MxScaleLayout::grid, nc::MxScaleLayout::tiled128x4}) {
+        const std::string scales = layout == nc::MxScaleLayout::grid ? "" : " (tiled128x4 scales)";
+        run("decode mxfp8->bf16" + scales, 3.0 * n + mx_scales / 2, [&](int) {
+          path = nc::decode_mxfp8_bf16(row, reinterpret_cast<uint8_t*>(sc_row), s.rows, s.cols, dec, false, layout, nullptr);
+        });
+        run("decode mxfp8->bf16 transposed" + scales, 3.0 * n + mx_scales / 2, [&](int) {
+          path = nc::decode_mxfp8_bf16(row, reinterpret_cast<uint8_t*>(sc_row), s.rows, s.cols, dec, true, layout, nullptr);
+        });
+      }
     }
     if (!json_path.empty()) {
       std::ofstream(json_path) << out.dump(2) << "\n";

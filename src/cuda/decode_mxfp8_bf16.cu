@@ -4,6 +4,7 @@
 #include "nibble/cuda/check.hpp"
 #include "nibble/cuda/mxfp8_decode_math.hpp"
 #include "nibble/cuda/quantize_fp8.hpp"
+#include "nibble/cuda/scale_layout.hpp"
 
 namespace nibble::cuda {
 namespace {
@@ -69,9 +70,33 @@ __device__ __forceinline__ void decode16(uint4 codes, uint8_t scale, uint4 (&o)[
 // Straight: two 16-code chunks per thread (both loads in flight before any math); a warp covers
 // 1024 contiguous codes.
 constexpr int kChunksPerThread = 2;
+
+// Where the scale of (row r, column c) lives: the grid [rows, cols/32] or cuBLASLt's 128x4 tiles.
+template <bool kGrid>
+__device__ __forceinline__ int64_t scale_at(int64_t cols, int64_t r, int64_t c) {
+  if constexpr (kGrid) {
+    return r * (cols / kMxBlock) + c / kMxBlock;
+  } else {
+    return scale_layout::tiled_index(cols, kMxBlock, r, c);
+  }
+}
+
+// Grid scales: chunk i (16 codes) has scale i / 2. Tiled: its (row, column) first, in 32-bit
+// arithmetic (the launcher checks chunks < 2^32; 64-bit division is a long subroutine).
+template <bool kGrid>
+__device__ __forceinline__ int64_t chunk_scale(int64_t i, uint32_t chunks_per_row, int64_t cols) {
+  if constexpr (kGrid) {
+    return i / 2;  // a 32-block is two chunks
+  } else {
+    const uint32_t u = static_cast<uint32_t>(i), r = u / chunks_per_row;
+    return scale_at<false>(cols, r, int64_t{16} * (u - r * chunks_per_row));
+  }
+}
+
+template <bool kGrid>
 __global__ void __launch_bounds__(kThreads)
     decode_mxfp8_bf16_kernel(const uint4* __restrict__ codes, const uint8_t* __restrict__ scales, int64_t chunks,
-                             uint4* __restrict__ out) {
+                             int64_t cols, uint4* __restrict__ out) {
   const int64_t first = int64_t{blockIdx.x} * (kThreads * kChunksPerThread) + threadIdx.x;
   uint4 c[kChunksPerThread];
   uint8_t sc[kChunksPerThread];
@@ -80,7 +105,7 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t i = first + u * kThreads;
     if (i < chunks) {
       c[u] = __ldg(codes + i);
-      sc[u] = __ldg(scales + i / 2);  // a 32-block is two chunks
+      sc[u] = __ldg(scales + chunk_scale<kGrid>(i, static_cast<uint32_t>(cols / 16), cols));
     }
   }
 #pragma unroll
@@ -103,6 +128,7 @@ __device__ __forceinline__ void store16(uint16_t* p, const uint32_t (&w)[4]) {
 // Transposed: a 128x128 tile of codes is decoded row-wise into shared memory (BF16, the swizzled
 // layout of fp8_tile), then each lane takes two 8-row runs of a column pair (read_column_pair_split)
 // and writes 16 bytes per run and column: every store instruction fills 4 whole 128-byte lines.
+template <bool kGrid>
 __global__ void __launch_bounds__(tile::kThreads)
     decode_mxfp8_bf16_transpose_kernel(const uint8_t* __restrict__ codes, const uint8_t* __restrict__ scales,
                                        int64_t rows, int64_t cols, uint16_t* __restrict__ out) {
@@ -118,7 +144,7 @@ __global__ void __launch_bounds__(tile::kThreads)
     const int64_t r = row0 + rp.r0 + 32 * k;
     const bool ok = r < rows && c < cols;
     in[k] = ok ? __ldg(reinterpret_cast<const uint4*>(codes + r * cols + c)) : make_uint4(0, 0, 0, 0);
-    sc[k] = ok ? __ldg(scales + r * (cols / kMxBlock) + c / kMxBlock) : 127;
+    sc[k] = ok ? __ldg(scales + scale_at<kGrid>(cols, r, c)) : 127;
   }
   uint4 v[tile::kRowsPerThread][2];
 #pragma unroll
@@ -151,8 +177,9 @@ __global__ void __launch_bounds__(tile::kThreads)
 }  // namespace
 
 const char* decode_mxfp8_bf16(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols, uint16_t* out,
-                              bool transpose_out, cudaStream_t stream) {
+                              bool transpose_out, MxScaleLayout layout, cudaStream_t stream) {
   constexpr const char* fn = "decode_mxfp8_bf16";
+  const bool grid_layout = layout == MxScaleLayout::grid;
   check_shape(fn, rows, cols);
   check_not_null(fn, "codes", codes);
   check_not_null(fn, "scales", scales);
@@ -163,17 +190,34 @@ const char* decode_mxfp8_bf16(const uint8_t* codes, const uint8_t* scales, int64
   check_aligned(fn, "out", out);
   if (!transpose_out) {
     const int64_t chunks = rows * cols / 16, per_block = int64_t{kThreads} * kChunksPerThread;
-    decode_mxfp8_bf16_kernel<<<static_cast<unsigned>((chunks + per_block - 1) / per_block), kThreads, 0, stream>>>(
-        reinterpret_cast<const uint4*>(codes), scales, chunks, reinterpret_cast<uint4*>(out));
+    if (!grid_layout && chunks > int64_t{UINT32_MAX}) {
+      throw std::invalid_argument("decode_mxfp8_bf16: rows * cols / 16 >= 2^32 with tiled scales; split along rows");
+    }
+    const auto blocks = static_cast<unsigned>((chunks + per_block - 1) / per_block);
+    const auto* in = reinterpret_cast<const uint4*>(codes);
+    auto* o = reinterpret_cast<uint4*>(out);
+    if (grid_layout) {
+      decode_mxfp8_bf16_kernel<true><<<blocks, kThreads, 0, stream>>>(in, scales, chunks, cols, o);
+    } else {
+      decode_mxfp8_bf16_kernel<false><<<blocks, kThreads, 0, stream>>>(in, scales, chunks, cols, o);
+    }
     NIBBLE_CHECK_LAUNCH();
-    return "decode mxfp8 -> bf16 (exact, straight; bit arithmetic for scales 2^-112..2^119)";
+    return grid_layout ? "decode mxfp8 -> bf16 (exact, straight; bit arithmetic for scales 2^-112..2^119)"
+                       : "decode mxfp8 -> bf16 (exact, straight, 128x4-tiled scales; bit arithmetic for scales "
+                         "2^-112..2^119)";
   }
   const dim3 grid(static_cast<unsigned>((cols + tile::kTile - 1) / tile::kTile),
                   static_cast<unsigned>((rows + tile::kTile - 1) / tile::kTile));
   if (grid.y > 65535) throw std::invalid_argument("decode_mxfp8_bf16: rows too large for one launch; split along rows");
-  decode_mxfp8_bf16_transpose_kernel<<<grid, tile::kThreads, 0, stream>>>(codes, scales, rows, cols, out);
+  if (grid_layout) {
+    decode_mxfp8_bf16_transpose_kernel<true><<<grid, tile::kThreads, 0, stream>>>(codes, scales, rows, cols, out);
+  } else {
+    decode_mxfp8_bf16_transpose_kernel<false><<<grid, tile::kThreads, 0, stream>>>(codes, scales, rows, cols, out);
+  }
   NIBBLE_CHECK_LAUNCH();
-  return "decode mxfp8 -> bf16 (exact, transposed through 128x128 shared-memory tiles)";
+  return grid_layout ? "decode mxfp8 -> bf16 (exact, transposed through 128x128 shared-memory tiles)"
+                     : "decode mxfp8 -> bf16 (exact, transposed through 128x128 shared-memory tiles, 128x4-tiled "
+                       "scales)";
 }
 
 }  // namespace nibble::cuda

@@ -145,11 +145,11 @@ class Mxfp8Emulated final : public TensorQuantizer {
                          colwise ? col_scale_.as<uint8_t>() : nullptr, cuda::MxScaleLayout::grid, {}, stream);
     if (rowwise) {
       cuda::decode_mxfp8_bf16(row_.as<uint8_t>(), row_scale_.as<uint8_t>(), rows_, cols_, row_bf16_.as<uint16_t>(),
-                              false, stream);
+                              false, cuda::MxScaleLayout::grid, stream);
     }
     if (colwise) {
       cuda::decode_mxfp8_bf16(col_.as<uint8_t>(), col_scale_.as<uint8_t>(), cols_, rows_, col_bf16_.as<uint16_t>(),
-                              false, stream);
+                              false, cuda::MxScaleLayout::grid, stream);
     }
   }
   GemmOperand rowwise() const override { return {row_bf16_.get(), DType::bf16, rows_, cols_, ScaleMode::none, nullptr}; }

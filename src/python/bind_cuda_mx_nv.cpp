@@ -87,7 +87,7 @@ std::string decode_mxfp8(const Array& codes, const Array& scales, const Array& o
   on_cuda(fn, {{"codes", &codes}, {"scales", &scales}, {"out", &out}});
   nb::gil_scoped_release release;
   return nc::decode_mxfp8_bf16(bytes(codes), bytes(scales), rows, cols, static_cast<uint16_t*>(out.data()),
-                               transpose_out, as_stream(stream));
+                               transpose_out, nc::MxScaleLayout::grid, as_stream(stream));
 }
 
 // ---- nvfp4 --------------------------------------------------------------------------------------

@@ -45,6 +45,17 @@ MxOperand reference_mx(const std::vector<float>& y, int64_t n_rows, int64_t k, M
   return o;
 }
 
+// Grid scales [n_rows, k / 32] in `layout` (tiled padding is zero).
+std::vector<uint8_t> place_scales(const std::vector<uint8_t>& grid, int64_t n_rows, int64_t k, nc::MxScaleLayout layout) {
+  if (layout == nc::MxScaleLayout::grid) return grid;
+  std::vector<uint8_t> t(static_cast<size_t>(sl::tiled_count(n_rows, k, 32)), 0);
+  for (int64_t r = 0; r < n_rows; ++r)
+    for (int64_t g = 0; g < k / 32; ++g) t[sl::tiled_index(k, 32, r, 32 * g)] = grid[r * (k / 32) + g];
+  return t;
+}
+constexpr nc::MxScaleLayout kLayouts[] = {nc::MxScaleLayout::grid, nc::MxScaleLayout::tiled128x4};
+const char* layout_name(nc::MxScaleLayout l) { return l == nc::MxScaleLayout::grid ? "grid" : "tiled"; }
+
 // Which copies a call asks for: the kernels take the row-only and column-only paths too.
 enum class Copies { both, row_only, col_only };
 
@@ -59,15 +70,8 @@ void run_case(std::mt19937_64& rng, Shape sh, MxScaleRule rule, nc::MxScaleLayou
   const auto want_row = reference_mx(xf, rows, cols, rule, key);
   const auto want_col = reference_mx(xt, cols, rows, rule, key);
   const bool tiled = layout == nc::MxScaleLayout::tiled128x4;
-  // Expected scale buffers in the requested layout (tiled padding is zero).
-  auto place = [&](const std::vector<uint8_t>& grid, int64_t n_rows, int64_t k) {
-    if (!tiled) return grid;
-    std::vector<uint8_t> t(static_cast<size_t>(sl::tiled_count(n_rows, k, 32)), 0);
-    for (int64_t r = 0; r < n_rows; ++r)
-      for (int64_t g = 0; g < k / 32; ++g) t[sl::tiled_index(k, 32, r, 32 * g)] = grid[r * (k / 32) + g];
-    return t;
-  };
-  const auto want_srow = place(want_row.scales, rows, cols), want_scol = place(want_col.scales, cols, rows);
+  const auto want_srow = place_scales(want_row.scales, rows, cols, layout);
+  const auto want_scol = place_scales(want_col.scales, cols, rows, layout);
   DeviceBuffer<uint16_t> dx(x.size());
   dx.upload(x);
   DeviceBuffer<uint8_t> row(x.size()), col(x.size()), srow(want_srow.size()), scol(want_scol.size());
@@ -107,7 +111,7 @@ TEST(QuantizeMxfp8, BothRulesBothLayoutsBothRoundings) {
   auto rng = fresh_rng();
   for (Shape sh : kShapes)
     for (auto rule : {MxScaleRule::ocp, MxScaleRule::round_up})
-      for (auto layout : {nc::MxScaleLayout::grid, nc::MxScaleLayout::tiled128x4})
+      for (auto layout : kLayouts)
         for (bool sr : {false, true}) run_case(rng, sh, rule, layout, sr);
 }
 
@@ -117,7 +121,7 @@ TEST(QuantizeMxfp8, OneCopyAloneBothLayouts) {
   NIBBLE_REQUIRE_GPU();
   auto rng = fresh_rng();
   for (Shape sh : kShapes)
-    for (auto layout : {nc::MxScaleLayout::grid, nc::MxScaleLayout::tiled128x4})
+    for (auto layout : kLayouts)
       for (auto copies : {Copies::row_only, Copies::col_only}) run_case(rng, sh, MxScaleRule::ocp, layout, false, copies);
 }
 
@@ -140,15 +144,19 @@ TEST(DecodeMxfp8Bf16, StraightAndTransposedMatchReference) {
         want[r * cols + c] = v;
         want_t[c * rows + r] = v;
       }
-    DeviceBuffer<uint8_t> dc(codes.size()), ds(scales.size());
+    DeviceBuffer<uint8_t> dc(codes.size());
     dc.upload(codes);
-    ds.upload(scales);
     DeviceBuffer<uint16_t> out(codes.size());
+    for (auto layout : kLayouts)
     for (bool transpose : {false, true}) {
+      const auto placed = place_scales(scales, rows, cols, layout);
+      DeviceBuffer<uint8_t> ds(placed.size());
+      ds.upload(placed);
       for (uint8_t p : kPoisons) {
         out.poison(p);
-        nc::decode_mxfp8_bf16(dc.ptr, ds.ptr, rows, cols, out.ptr, transpose, nullptr);
-        SCOPED_TRACE(::testing::Message() << rows << "x" << cols << (transpose ? " transposed" : " straight"));
+        nc::decode_mxfp8_bf16(dc.ptr, ds.ptr, rows, cols, out.ptr, transpose, layout, nullptr);
+        SCOPED_TRACE(::testing::Message() << rows << "x" << cols << (transpose ? " transposed " : " straight ")
+                                          << layout_name(layout));
         EXPECT_TRUE(same_bits("bf16", out.download(), transpose ? want_t : want, [&](size_t i) {
           const int64_t r = transpose ? static_cast<int64_t>(i) % rows : static_cast<int64_t>(i) / cols;
           const int64_t c = transpose ? static_cast<int64_t>(i) / rows : static_cast<int64_t>(i) % cols;
@@ -177,15 +185,18 @@ TEST(DecodeMxfp8Bf16, EveryCodeUnderEveryScale) {
       want[r * cols + c] = v;
       want_t[c * rows + r] = v;
     }
-  DeviceBuffer<uint8_t> dc(codes.size()), ds(scales.size());
+  DeviceBuffer<uint8_t> dc(codes.size());
   dc.upload(codes);
-  ds.upload(scales);
   DeviceBuffer<uint16_t> out(codes.size());
+  for (auto layout : kLayouts)
   for (bool transpose : {false, true}) {
+    const auto placed = place_scales(scales, rows, cols, layout);
+    DeviceBuffer<uint8_t> ds(placed.size());
+    ds.upload(placed);
     for (uint8_t p : kPoisons) {
       out.poison(p);
-      nc::decode_mxfp8_bf16(dc.ptr, ds.ptr, rows, cols, out.ptr, transpose, nullptr);
-      SCOPED_TRACE(transpose ? "transposed" : "straight");
+      nc::decode_mxfp8_bf16(dc.ptr, ds.ptr, rows, cols, out.ptr, transpose, layout, nullptr);
+      SCOPED_TRACE(::testing::Message() << (transpose ? "transposed " : "straight ") << layout_name(layout));
       EXPECT_TRUE(same_bits("bf16", out.download(), transpose ? want_t : want, [&](size_t i) {
         const int64_t r = transpose ? static_cast<int64_t>(i) % rows : static_cast<int64_t>(i) / cols;
         const int64_t c = transpose ? static_cast<int64_t>(i) / rows : static_cast<int64_t>(i) % cols;
@@ -201,7 +212,7 @@ TEST(QuantizeMxfp8, BadShapesThrowBeforeLaunch) {
   DeviceBuffer<uint8_t> o(64 * 64), s(256);
   EXPECT_THROW(nc::quantize_mxfp8(x.ptr, 48, 64, MxScaleRule::ocp, {o.ptr, o.ptr}, s.ptr, s.ptr, nc::MxScaleLayout::grid, {}, nullptr),
                std::invalid_argument);
-  EXPECT_THROW(nc::decode_mxfp8_bf16(o.ptr, s.ptr, 64, 48, x.ptr, false, nullptr), std::invalid_argument);
+  EXPECT_THROW(nc::decode_mxfp8_bf16(o.ptr, s.ptr, 64, 48, x.ptr, false, nc::MxScaleLayout::grid, nullptr), std::invalid_argument);
 }
 
 }  // namespace

@@ -106,10 +106,11 @@ const char* quantize_mxfp8(const uint16_t* x, int64_t rows, int64_t cols, quant:
                            uint8_t* scales_rowwise, uint8_t* scales_colwise, MxScaleLayout layout,
                            const quant::SrKey& sr, cudaStream_t stream);
 
-// Exact decode of a row-major mxfp8 tensor [rows, cols] with grid scales [rows, cols/32] to BF16:
-// out[r, c] = BF16(decode_e4m3(code) * 2^k) (exact unless the product leaves BF16's normal range;
-// NaN scale -> NaN). transpose_out writes [cols, rows] instead. rows and cols multiples of 32.
+// Exact decode of a row-major mxfp8 tensor [rows, cols] with scales in `layout` (grid [rows, cols/32]
+// or the 128x4 tiles quantize_mxfp8 writes) to BF16: out[r, c] = BF16(decode_e4m3(code) * 2^k) (exact
+// unless the product leaves BF16's normal range; NaN scale -> NaN). transpose_out writes [cols, rows]
+// instead. rows and cols multiples of 32.
 const char* decode_mxfp8_bf16(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
-                              uint16_t* out, bool transpose_out, cudaStream_t stream);
+                              uint16_t* out, bool transpose_out, MxScaleLayout layout, cudaStream_t stream);
 
 }  // namespace nibble::cuda
