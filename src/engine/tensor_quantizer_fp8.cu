@@ -132,24 +132,30 @@ class BlockFp8 final : public TensorQuantizer {
 
 // MXFP8 on Hopper: quantize (E4M3 + E8M0 per 32), then decode exactly to BF16 for a BF16 GEMM
 // (no MXFP8 tensor cores before sm_100). The decode is part of what emulation costs, so it is timed.
+// The scales live only between the two kernels, so their layout is whichever makes the pair faster.
+constexpr cuda::MxScaleLayout kMxfp8Scales = cuda::MxScaleLayout::grid;
+constexpr int64_t mxfp8_scale_bytes(int64_t n_rows, int64_t k) {
+  return kMxfp8Scales == cuda::MxScaleLayout::grid ? n_rows * (k / 32) : cuda::scale_layout::tiled_count(n_rows, k, 32);
+}
+
 class Mxfp8Emulated final : public TensorQuantizer {
  public:
   Mxfp8Emulated(const uint16_t* src, int64_t rows, int64_t cols)
       : src_(src), rows_(rows), cols_(cols), row_(rows * cols, "mxfp8 row-wise codes"),
-        col_(rows * cols, "mxfp8 column-wise codes"), row_scale_(rows * cols / 32, "mxfp8 row-wise scales"),
-        col_scale_(rows * cols / 32, "mxfp8 column-wise scales"), row_bf16_(rows * cols * 2, "mxfp8 decoded rows"),
-        col_bf16_(rows * cols * 2, "mxfp8 decoded columns") {}
+        col_(rows * cols, "mxfp8 column-wise codes"), row_scale_(mxfp8_scale_bytes(rows, cols), "mxfp8 row-wise scales"),
+        col_scale_(mxfp8_scale_bytes(cols, rows), "mxfp8 column-wise scales"),
+        row_bf16_(rows * cols * 2, "mxfp8 decoded rows"), col_bf16_(rows * cols * 2, "mxfp8 decoded columns") {}
   void run(bool rowwise, bool colwise, int64_t, cudaStream_t stream) override {
     cuda::Fp8Copies out{rowwise ? row_.as<uint8_t>() : nullptr, colwise ? col_.as<uint8_t>() : nullptr};
     cuda::quantize_mxfp8(src_, rows_, cols_, quant::MxScaleRule::ocp, out, rowwise ? row_scale_.as<uint8_t>() : nullptr,
-                         colwise ? col_scale_.as<uint8_t>() : nullptr, cuda::MxScaleLayout::grid, {}, stream);
+                         colwise ? col_scale_.as<uint8_t>() : nullptr, kMxfp8Scales, {}, stream);
     if (rowwise) {
       cuda::decode_mxfp8_bf16(row_.as<uint8_t>(), row_scale_.as<uint8_t>(), rows_, cols_, row_bf16_.as<uint16_t>(),
-                              false, cuda::MxScaleLayout::grid, stream);
+                              false, kMxfp8Scales, stream);
     }
     if (colwise) {
       cuda::decode_mxfp8_bf16(col_.as<uint8_t>(), col_scale_.as<uint8_t>(), cols_, rows_, col_bf16_.as<uint16_t>(),
-                              false, cuda::MxScaleLayout::grid, stream);
+                              false, kMxfp8Scales, stream);
     }
   }
   GemmOperand rowwise() const override { return {row_bf16_.get(), DType::bf16, rows_, cols_, ScaleMode::none, nullptr}; }
