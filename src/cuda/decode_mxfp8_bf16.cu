@@ -81,22 +81,9 @@ __device__ __forceinline__ int64_t scale_at(int64_t cols, int64_t r, int64_t c) 
   }
 }
 
-// Grid scales: chunk i (16 codes) has scale i / 2. Tiled: its (row, column) first, in 32-bit
-// arithmetic (the launcher checks chunks < 2^32; 64-bit division is a long subroutine).
-template <bool kGrid>
-__device__ __forceinline__ int64_t chunk_scale(int64_t i, uint32_t chunks_per_row, int64_t cols) {
-  if constexpr (kGrid) {
-    return i / 2;  // a 32-block is two chunks
-  } else {
-    const uint32_t u = static_cast<uint32_t>(i), r = u / chunks_per_row;
-    return scale_at<false>(cols, r, int64_t{16} * (u - r * chunks_per_row));
-  }
-}
-
-template <bool kGrid>
 __global__ void __launch_bounds__(kThreads)
     decode_mxfp8_bf16_kernel(const uint4* __restrict__ codes, const uint8_t* __restrict__ scales, int64_t chunks,
-                             int64_t cols, uint4* __restrict__ out) {
+                             uint4* __restrict__ out) {
   const int64_t first = int64_t{blockIdx.x} * (kThreads * kChunksPerThread) + threadIdx.x;
   uint4 c[kChunksPerThread];
   uint8_t sc[kChunksPerThread];
@@ -105,7 +92,7 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t i = first + u * kThreads;
     if (i < chunks) {
       c[u] = __ldg(codes + i);
-      sc[u] = __ldg(scales + chunk_scale<kGrid>(i, static_cast<uint32_t>(cols / 16), cols));
+      sc[u] = __ldg(scales + i / 2);  // a 32-block is two chunks
     }
   }
 #pragma unroll
@@ -116,6 +103,37 @@ __global__ void __launch_bounds__(kThreads)
     decode16(c[u], sc[u], o);
     out[2 * i] = o[0];
     out[2 * i + 1] = o[1];
+  }
+}
+
+// Straight with 128x4-tiled scales: a block covers 64 rows x 128 codes (half a scale tile), 8 lanes per
+// row, rows t / 8 and t / 8 + 32; so a warp's scale bytes are 4 rows x 4 bytes of one tile (2 sectors)
+// and the index needs no division (the linear kernel above would divide the chunk index by the row).
+constexpr int kTiledRows = 64, kTiledCols = 128;
+__global__ void __launch_bounds__(kThreads)
+    decode_mxfp8_bf16_tiled_kernel(const uint8_t* __restrict__ codes, const uint8_t* __restrict__ scales,
+                                   int64_t rows, int64_t cols, uint16_t* __restrict__ out) {
+  const int64_t c = int64_t{blockIdx.x} * kTiledCols + 16 * (threadIdx.x % 8);
+  const int64_t r0 = int64_t{blockIdx.y} * kTiledRows + threadIdx.x / 8;
+  uint4 in[2];
+  uint8_t sc[2];
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    const int64_t r = r0 + 32 * u;
+    if (r < rows && c < cols) {
+      in[u] = __ldg(reinterpret_cast<const uint4*>(codes + r * cols + c));
+      sc[u] = __ldg(scales + scale_at<false>(cols, r, c));
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    const int64_t r = r0 + 32 * u;
+    if (r >= rows || c >= cols) break;
+    uint4 o[2];
+    decode16(in[u], sc[u], o);
+    uint4* dst = reinterpret_cast<uint4*>(out + r * cols + c);
+    dst[0] = o[0];
+    dst[1] = o[1];
   }
 }
 
@@ -190,16 +208,14 @@ const char* decode_mxfp8_bf16(const uint8_t* codes, const uint8_t* scales, int64
   check_aligned(fn, "out", out);
   if (!transpose_out) {
     const int64_t chunks = rows * cols / 16, per_block = int64_t{kThreads} * kChunksPerThread;
-    if (!grid_layout && chunks > int64_t{UINT32_MAX}) {
-      throw std::invalid_argument("decode_mxfp8_bf16: rows * cols / 16 >= 2^32 with tiled scales; split along rows");
-    }
-    const auto blocks = static_cast<unsigned>((chunks + per_block - 1) / per_block);
-    const auto* in = reinterpret_cast<const uint4*>(codes);
-    auto* o = reinterpret_cast<uint4*>(out);
     if (grid_layout) {
-      decode_mxfp8_bf16_kernel<true><<<blocks, kThreads, 0, stream>>>(in, scales, chunks, cols, o);
+      decode_mxfp8_bf16_kernel<<<static_cast<unsigned>((chunks + per_block - 1) / per_block), kThreads, 0, stream>>>(
+          reinterpret_cast<const uint4*>(codes), scales, chunks, reinterpret_cast<uint4*>(out));
     } else {
-      decode_mxfp8_bf16_kernel<false><<<blocks, kThreads, 0, stream>>>(in, scales, chunks, cols, o);
+      const dim3 grid(static_cast<unsigned>((cols + kTiledCols - 1) / kTiledCols),
+                      static_cast<unsigned>((rows + kTiledRows - 1) / kTiledRows));
+      if (grid.y > 65535) throw std::invalid_argument("decode_mxfp8_bf16: rows too large for one launch; split along rows");
+      decode_mxfp8_bf16_tiled_kernel<<<grid, kThreads, 0, stream>>>(codes, scales, rows, cols, out);
     }
     NIBBLE_CHECK_LAUNCH();
     return grid_layout ? "decode mxfp8 -> bf16 (exact, straight; bit arithmetic for scales 2^-112..2^119)"

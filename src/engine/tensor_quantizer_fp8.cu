@@ -133,7 +133,7 @@ class BlockFp8 final : public TensorQuantizer {
 // MXFP8 on Hopper: quantize (E4M3 + E8M0 per 32), then decode exactly to BF16 for a BF16 GEMM
 // (no MXFP8 tensor cores before sm_100). The decode is part of what emulation costs, so it is timed.
 // The scales live only between the two kernels, so their layout is whichever makes the pair faster.
-constexpr cuda::MxScaleLayout kMxfp8Scales = cuda::MxScaleLayout::grid;
+constexpr cuda::MxScaleLayout kMxfp8Scales = cuda::MxScaleLayout::tiled128x4;
 constexpr int64_t mxfp8_scale_bytes(int64_t n_rows, int64_t k) {
   return kMxfp8Scales == cuda::MxScaleLayout::grid ? n_rows * (k / 32) : cuda::scale_layout::tiled_count(n_rows, k, 32);
 }
