@@ -117,20 +117,40 @@ using cuda::check_aligned;  // launch_checks.hpp, shared with the FP8 launchers
 using cuda::check_multiple;
 using cuda::check_not_null;
 using cuda::check_shape;
-// An MXFP4 output plane pair that is asked for (codes set) needs its scales and 16-byte aligned codes.
+// Kernels that read or write only the grid scale layout [rows, cols/32] reject tiled planes.
+template <class Planes>
+inline void check_grid_scales(const char* fn, const char* which, const Planes& p) {
+  if (p.scale_layout != MxScaleLayout::grid) {
+    throw std::invalid_argument(std::string(fn) + ": " + which + ".scale_layout is tiled128x4, but this kernel "
+                                "handles grid scales [rows, cols/32] only; pass MxScaleLayout::grid planes (tiled "
+                                "scales: quantize_mxfp4_rowcol with BF16 input and nearest rounding, "
+                                "reencode_mxfp4_e4m3)");
+  }
+}
+// An MXFP4 output plane pair that is asked for (codes set) needs its scales and 16-byte aligned codes;
+// unless the caller writes tiled scales (kTiledOk), they must be grid scales.
+template <bool kTiledOk = false>
 inline void check_planes(const char* fn, const char* which, const Mxfp4Planes& p) {
   if (p.codes == nullptr) return;
   check_not_null(fn, (std::string(which) + ".scales").c_str(), p.scales);
   check_aligned(fn, (std::string(which) + ".codes").c_str(), p.codes);
+  if constexpr (kTiledOk) {
+    if (p.scale_layout == MxScaleLayout::tiled128x4) {
+      check_aligned(fn, (std::string(which) + ".scales (tiled: 8-byte tile stores)").c_str(), p.scales, 8);
+    }
+  } else {
+    check_grid_scales(fn, which, p);
+  }
 }
 // A row + column quantizer's two output plane pairs: at least one asked for, each as check_planes.
+template <bool kTiledOk = false>
 inline void check_rowcol_planes(const char* fn, const Mxfp4Planes& rowwise, const Mxfp4Planes& colwise) {
   if (rowwise.codes == nullptr && colwise.codes == nullptr) {
     throw std::invalid_argument(std::string(fn) + ": neither rowwise.codes nor colwise.codes is set; ask for at "
                                 "least one copy");
   }
-  check_planes(fn, "rowwise", rowwise);
-  check_planes(fn, "colwise", colwise);
+  check_planes<kTiledOk>(fn, "rowwise", rowwise);
+  check_planes<kTiledOk>(fn, "colwise", colwise);
 }
 inline void check_hadamard_size(const char* fn, int n, int max_size) {
   if (!quant::valid_hadamard_size(n) || n > max_size) {

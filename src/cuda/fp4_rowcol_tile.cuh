@@ -26,6 +26,7 @@
 #include "fp4_kernel_io.cuh"
 #include "quartet_fused_group_math.cuh"
 #include "nibble/cuda/quartet.hpp"
+#include "nibble/cuda/scale_layout.hpp"
 #include "nibble/format/e8m0.hpp"
 #include "nibble/format/minifloat.hpp"
 
@@ -348,15 +349,49 @@ struct Bf16TileLoader {
 };
 static_assert(DenseLoader<uint16_t>::kRowsPerPass == 16, "Bf16TileLoader::park splits row_base at 16-row passes");
 
-template <class Groups, class Loader, int kMinBlocks>
+// Tiled (cuBLASLt 128x4) scales: a 64x128 tile owns half of one 512-byte scale tile per copy. The
+// scale codes are staged in shared memory, 32 lines x 8 bytes per copy, and stored after a barrier:
+//  - row copy: tile row r, group g -> staged line r % 32, byte (r / 32) * 4 + g; the scale tile's rows
+//    row0 % 128 + r are bytes (row0 % 128 / 64) * 8 .. + 8 of its 16-byte lines, one 8-byte store per lane;
+//  - column copy: tile column c, 32-row half h -> staged line c % 32, byte (c / 32) * 2 + h; scale-tile row
+//    c, scale column (row0 % 128) / 32 + h, i.e. 2 bytes at (c / 32) * 4 + (row0 % 128) / 32 of line c % 32.
+// Rows and groups outside the tensor stay 0 (the staging starts zeroed): the kernel writes the padding.
+namespace tiled {
+constexpr int kLines = 32, kLineBytes = 8, kColStage = kLines * kLineBytes, kStageBytes = 2 * kColStage;
+__device__ __forceinline__ int row_slot(int r, int grp) { return (r % 32) * kLineBytes + (r / 32) * 4 + grp; }
+__device__ __forceinline__ int col_slot(int c, int h) { return kColStage + (c % 32) * kLineBytes + (c / 32) * 2 + h; }
+// Warp 0 stores the row copy's half tile, warps 1-4 the column copy's (after a barrier).
+__device__ __forceinline__ void store(const uint8_t* stage, int64_t rows, int64_t cols, int64_t row0, int64_t col0,
+                                      uint8_t* row_scales, uint8_t* col_scales) {
+  const int t = static_cast<int>(threadIdx.x);
+  const int64_t r128 = row0 % 128;  // 0 or 64
+  if (t < 32) {
+    if (row_scales == nullptr) return;
+    uint8_t* dst = row_scales + scale_layout::tiled_index(cols, 32, row0 - r128, col0) + (r128 / 64) * 8;
+    *reinterpret_cast<uint2*>(dst + 16 * t) = reinterpret_cast<const uint2*>(stage)[t];
+  } else if (t < 160) {
+    if (col_scales == nullptr) return;
+    const int line = (t - 32) / 4, q = (t - 32) % 4;
+    uint8_t* dst = col_scales + scale_layout::tiled_index(rows, 32, col0, row0 - r128) + r128 / 32;
+    *reinterpret_cast<uint16_t*>(dst + 16 * line + 4 * q) =
+        *reinterpret_cast<const uint16_t*>(stage + kColStage + line * kLineBytes + 2 * q);
+  }
+}
+}  // namespace tiled
+
+template <class Groups, class Loader, int kMinBlocks, bool kTiled>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     kernel_bf16(Loader load, int64_t rows, int64_t cols, Groups groups, Mxfp4Planes rowwise, Mxfp4Planes colwise) {
   __shared__ __align__(16) uint8_t smem[b16::kBytes];
+  __shared__ __align__(16) uint8_t stage[kTiled ? tiled::kStageBytes : 4];
   const TileOrigin t = tile_origin(rows, cols);
   const int64_t row0 = t.row0, col0 = t.col0;
   const Extent e = t.e;
   typename Loader::Regs g;
   load.fetch(g, row0, col0, e);
+  if constexpr (kTiled) {
+    if (threadIdx.x < tiled::kStageBytes / 4) reinterpret_cast<uint32_t*>(stage)[threadIdx.x] = 0;
+  }
   load.park(smem, g, e);
   __syncthreads();
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
@@ -373,8 +408,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
         w[4 * j + 2] = q.z;
         w[4 * j + 3] = q.w;
       }
-      groups.apply_pairs(w, static_cast<uint64_t>((row0 + r) * cols + col0 + grp * 32), rowwise.codes,
-                         rowwise.scales);
+      const uint64_t index0 = static_cast<uint64_t>((row0 + r) * cols + col0 + grp * 32);
+      const uint8_t s = groups.apply_pairs(w, index0, rowwise.codes);
+      if constexpr (kTiled) {
+        stage[tiled::row_slot(r, grp)] = s;
+      } else {
+        rowwise.scales[index0 / 32] = s;
+      }
     }
   }
   if (colwise.codes != nullptr) {
@@ -389,8 +429,19 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
         // rare fallback's unpacking, and spilled them.
         w[t] = fp4::prmt(lo, hi, 0x5410);
       }
-      groups.apply_pairs(w, static_cast<uint64_t>((col0 + c) * rows + row0 + h * 32), colwise.codes, colwise.scales);
+      const uint64_t index0 = static_cast<uint64_t>((col0 + c) * rows + row0 + h * 32);
+      const uint8_t s = groups.apply_pairs(w, index0, colwise.codes);
+      if constexpr (kTiled) {
+        stage[tiled::col_slot(c, h)] = s;
+      } else {
+        colwise.scales[index0 / 32] = s;
+      }
     }
+  }
+  if constexpr (kTiled) {
+    __syncthreads();
+    tiled::store(stage, rows, cols, row0, col0, rowwise.codes != nullptr ? rowwise.scales : nullptr,
+                 colwise.codes != nullptr ? colwise.scales : nullptr);
   }
 }
 
@@ -411,17 +462,25 @@ inline int min_blocks_knob() {
   return n;
 }
 
-// Launches the tile kernel for a group policy and a loader (kernel_bf16 for the BF16 tile).
+// Launches the tile kernel for a group policy and a loader (kernel_bf16 for the BF16 tile, which alone
+// writes tiled scales: `tiled`, and then both copies' planes are tiled).
 template <class Groups, class Loader>
 void launch(const Loader& load, int64_t rows, int64_t cols, const Groups& groups, Mxfp4Planes rowwise,
-            Mxfp4Planes colwise, cudaStream_t stream) {
+            Mxfp4Planes colwise, cudaStream_t stream, bool tiled = false) {
   const dim3 g = grid(rows, cols);
   if constexpr (Loader::kBf16Tile) {
     static_assert(!Groups::kStochastic, "the BF16 tile serves nearest-rounding BF16-pair policies");
-    if (min_blocks_knob() == 4 || (min_blocks_knob() != 5 && Groups::kNearestCtas == 4)) {
-      kernel_bf16<Groups, Loader, 4><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
+    const bool four = min_blocks_knob() == 4 || (min_blocks_knob() != 5 && Groups::kNearestCtas == 4);
+    if (tiled) {
+      if (four) {
+        kernel_bf16<Groups, Loader, 4, true><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
+      } else {
+        kernel_bf16<Groups, Loader, 5, true><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
+      }
+    } else if (four) {
+      kernel_bf16<Groups, Loader, 4, false><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
     } else {
-      kernel_bf16<Groups, Loader, 5><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
+      kernel_bf16<Groups, Loader, 5, false><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
     }
     NIBBLE_CHECK_LAUNCH();
     return;

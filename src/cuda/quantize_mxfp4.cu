@@ -66,14 +66,14 @@ struct MxGroups {
     reinterpret_cast<uint4*>(codes)[index0 / 32] = packed;
     scales[index0 / 32] = s;
   }
-  // The same on 16 BF16 pairs (the BF16 tile: nearest rounding of BF16 input only).
-  __device__ __forceinline__ void apply_pairs(const uint32_t* w, uint64_t index0, uint8_t* __restrict__ codes,
-                                              uint8_t* __restrict__ scales) const {
+  // The same on 16 BF16 pairs (the BF16 tile: nearest rounding of BF16 input only); returns the scale
+  // code, which the tile stores in its scale layout.
+  __device__ __forceinline__ uint8_t apply_pairs(const uint32_t* w, uint64_t index0, uint8_t* __restrict__ codes) const {
     static_assert(!kStochastic_ && kBf16, "BF16 pairs: nearest rounding of BF16 input");
     uint4 packed;
     const uint8_t s = fp4::mx_group_packed_bf16_pairs(w, rule, packed);
     reinterpret_cast<uint4*>(codes)[index0 / 32] = packed;
-    scales[index0 / 32] = s;
+    return s;
   }
 };
 
@@ -134,6 +134,7 @@ const char* quantize_mxfp4(const void* x, Fp4DenseType type, int64_t rows, int64
   fp4::check_not_null(fn, "out.scales", out.scales);
   fp4::check_aligned(fn, "x", x);
   fp4::check_aligned(fn, "out.codes", out.codes);
+  fp4::check_grid_scales(fn, "out", out);
   const int64_t groups = rows * cols / 32;
   if (type == Fp4DenseType::bf16) {
     launch_quantize(static_cast<const uint16_t*>(x), groups, rule, sr, out, stream);
@@ -145,6 +146,26 @@ const char* quantize_mxfp4(const void* x, Fp4DenseType type, int64_t rows, int64
                                          : "cuda quantize_mxfp4 round-up scale, thread per 1x32 group";
 }
 
+namespace {
+// Whether a row + column call writes tiled scales: the copies asked for agree on the layout, and tiled
+// scales need the BF16 tile (BF16 input, nearest rounding).
+bool check_tiled_request(const char* fn, const Mxfp4Planes& rowwise, const Mxfp4Planes& colwise, bool bf16_tile) {
+  const bool row_tiled = rowwise.codes != nullptr && rowwise.scale_layout == MxScaleLayout::tiled128x4;
+  const bool col_tiled = colwise.codes != nullptr && colwise.scale_layout == MxScaleLayout::tiled128x4;
+  const bool both = rowwise.codes != nullptr && colwise.codes != nullptr;
+  if (both && row_tiled != col_tiled) {
+    throw std::invalid_argument(std::string(fn) + ": rowwise.scale_layout and colwise.scale_layout differ (one "
+                                "tiled128x4, one grid); pass the same layout for both copies");
+  }
+  const bool tiled = row_tiled || col_tiled;
+  if (tiled && !bf16_tile) {
+    throw std::invalid_argument(std::string(fn) + ": tiled128x4 scales are written only from BF16 input with nearest "
+                                "rounding (the BF16 tile; NIBBLE_MXFP4_TILE=float turns it off); pass grid planes");
+  }
+  return tiled;
+}
+}  // namespace
+
 const char* quantize_mxfp4_rowcol(const void* x, Fp4DenseType type, int64_t rows, int64_t cols,
                                   quant::MxScaleRule rule, const quant::SrKey& sr, Mxfp4Planes rowwise,
                                   Mxfp4Planes colwise, cudaStream_t stream) {
@@ -154,12 +175,23 @@ const char* quantize_mxfp4_rowcol(const void* x, Fp4DenseType type, int64_t rows
   fp4::check_multiple(fn, "rows", rows, 32, "the column-wise copy has 1x32 blocks along rows");
   fp4::check_not_null(fn, "x", x);
   fp4::check_aligned(fn, "x", x);
-  fp4::check_rowcol_planes(fn, rowwise, colwise);
+  fp4::check_rowcol_planes<true>(fn, rowwise, colwise);
   const bool tile16 = type == Fp4DenseType::bf16 && !sr.enabled && bf16_tile();
+  const bool tiled = check_tiled_request(fn, rowwise, colwise, tile16);
+  if (tiled && rows % 128 != 0 && rows % 128 <= 64) {
+    // The last 128-row scale tile's second half (and, column-wise, its scale columns 2-3) belongs to no
+    // 64-row tile: zero it here (the kernel writes every other padding byte).
+    if (rowwise.codes != nullptr) {
+      NIBBLE_CUDA_CHECK(cudaMemsetAsync(rowwise.scales, 0, scale_layout::tiled_count(rows, cols, 32), stream));
+    }
+    if (colwise.codes != nullptr) {
+      NIBBLE_CUDA_CHECK(cudaMemsetAsync(colwise.scales, 0, scale_layout::tiled_count(cols, rows, 32), stream));
+    }
+  }
   if (tile16) {
     const auto* p = static_cast<const uint16_t*>(x);
     rowcol::launch(rowcol::Bf16TileLoader{{p, cols}}, rows, cols, MxGroups<false, true>{rule, sr}, rowwise, colwise,
-                   stream);
+                   stream, tiled);
   } else if (type == Fp4DenseType::bf16) {
     const auto* p = static_cast<const uint16_t*>(x);
     launch_rowcol(rowcol::DenseLoader<uint16_t>{p, cols}, rows, cols, rule, sr, rowwise, colwise, stream);
@@ -184,8 +216,17 @@ const char* quantize_mxfp4_rowcol(const void* x, Fp4DenseType type, int64_t rows
         "cuda quantize_mxfp4 ocp scale, column-wise copy from a 64x128 BF16 smem tile"},
        {"cuda quantize_mxfp4 ocp scale, row-wise and column-wise copies from one 64x128 smem tile",
         "cuda quantize_mxfp4 ocp scale, row-wise and column-wise copies from one 64x128 BF16 smem tile"}}};
+  static const char* const kTiledPaths[2][3] = {
+      {"cuda quantize_mxfp4 round-up scale, row-wise copy from a 64x128 BF16 smem tile, 128x4-tiled scales",
+       "cuda quantize_mxfp4 round-up scale, column-wise copy from a 64x128 BF16 smem tile, 128x4-tiled scales",
+       "cuda quantize_mxfp4 round-up scale, row-wise and column-wise copies from one 64x128 BF16 smem tile, 128x4-tiled "
+       "scales"},
+      {"cuda quantize_mxfp4 ocp scale, row-wise copy from a 64x128 BF16 smem tile, 128x4-tiled scales",
+       "cuda quantize_mxfp4 ocp scale, column-wise copy from a 64x128 BF16 smem tile, 128x4-tiled scales",
+       "cuda quantize_mxfp4 ocp scale, row-wise and column-wise copies from one 64x128 BF16 smem tile, 128x4-tiled "
+       "scales"}};
   const int copies = both ? 2 : (colwise.codes != nullptr ? 1 : 0);
-  return kPaths[ocp ? 1 : 0][copies][tile16 ? 1 : 0];
+  return tiled ? kTiledPaths[ocp ? 1 : 0][copies] : kPaths[ocp ? 1 : 0][copies][tile16 ? 1 : 0];
 }
 
 const char* decode_mxfp4_bf16(Mxfp4ConstPlanes q, int64_t rows, int64_t cols, uint16_t* out, cudaStream_t stream) {
@@ -194,6 +235,7 @@ const char* decode_mxfp4_bf16(Mxfp4ConstPlanes q, int64_t rows, int64_t cols, ui
   fp4::check_multiple(fn, "cols", cols, 32, "MXFP4 blocks are 1x32 along cols");
   fp4::check_not_null(fn, "q.codes", q.codes);
   fp4::check_not_null(fn, "q.scales", q.scales);
+  fp4::check_grid_scales(fn, "q", q);
   fp4::check_not_null(fn, "out", out);
   fp4::check_aligned(fn, "q.codes", q.codes);
   fp4::check_aligned(fn, "out", out);

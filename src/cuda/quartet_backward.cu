@@ -145,6 +145,7 @@ const char* quartet_backward_quantize_mxfp4_transposed(Mxfp4ConstPlanes q, int64
   fp4::check_not_null(fn, "q.codes", q.codes);
   fp4::check_not_null(fn, "q.scales", q.scales);
   fp4::check_aligned(fn, "q.codes", q.codes);
+  fp4::check_grid_scales(fn, "q", q);
   fp4::check_not_null(fn, "colwise.codes", colwise.codes);
   fp4::check_planes(fn, "colwise", colwise);
   if (options.rotate) fp4::check_hadamard_size(fn, options.hadamard_size, 32);

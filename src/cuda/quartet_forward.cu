@@ -86,6 +86,7 @@ const char* quartet_forward_quantize(const void* x, Fp4DenseType type, int64_t r
   fp4::check_not_null(fn, "x", x);
   fp4::check_not_null(fn, "out.codes", out.codes);
   fp4::check_not_null(fn, "out.scales", out.scales);
+  fp4::check_grid_scales(fn, "out", out);
   fp4::check_aligned(fn, "x", x);
   fp4::check_aligned(fn, "out.codes", out.codes);
   fp4::check_aligned(fn, "out.mask", out.mask, 4);

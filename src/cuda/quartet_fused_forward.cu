@@ -181,6 +181,7 @@ const char* quartet_forward_quantize_e4m3(const void* x, Fp4DenseType type, int6
   fp4::check_aligned(fn, "fp8.codes", fp8.codes);
   fp4::check_aligned(fn, "fp8.row_scales", fp8.row_scales, 4);
   fp4::check_aligned(fn, "mxfp4.codes", mxfp4.codes);
+  fp4::check_grid_scales(fn, "mxfp4", mxfp4);
   fp4::check_aligned(fn, "mxfp4.mask", mxfp4.mask, 4);
   fp4::check_aligned(fn, "fp8.violating_rows", fp8.violating_rows, 4);
   if (fp8.violating_rows != nullptr) {

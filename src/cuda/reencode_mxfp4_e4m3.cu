@@ -11,10 +11,12 @@
 // per element, the CPU reference's own function.
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "fp4_kernel_io.cuh"
 #include "mxfp4_row_reencode.cuh"
 #include "nibble/cuda/reencode.hpp"
+#include "nibble/cuda/scale_layout.hpp"
 #include "nibble/format/e8m0.hpp"
 #include "nibble/quant/element_codecs.hpp"
 
@@ -92,7 +94,28 @@ __device__ __forceinline__ void group_extremes(int k, int& gmax, int& gmin) {
   }
 }
 
-template <int PER, Pass kPass>
+// The E8M0 scales of one row: the grid's row [cols/32], or its bytes in cuBLASLt's 128x4 tiles (base =
+// block 0's byte; block b sits b / 4 tiles of 512 bytes further, at byte b % 4).
+template <bool kGrid>
+struct RowScales {
+  const uint8_t* base;
+  __device__ __forceinline__ static RowScales of(const uint8_t* scales, int64_t row, int64_t cols) {
+    if constexpr (kGrid) {
+      return {scales + row * (cols / 32)};
+    } else {
+      return {scales + scale_layout::tiled_index(cols, 32, row, 0)};
+    }
+  }
+  __device__ __forceinline__ uint8_t at(int64_t b) const {
+    if constexpr (kGrid) {
+      return __ldg(base + b);
+    } else {
+      return __ldg(base + (b / 4) * (scale_layout::kTileRows * scale_layout::kTileCols) + b % 4);
+    }
+  }
+};
+
+template <int PER, Pass kPass, bool kGrid>
 __global__ void __launch_bounds__(kMaxThreads)
     reencode_mxfp4_e4m3_kernel(const uint8_t* __restrict__ codes, const uint8_t* __restrict__ scales, int64_t rows,
                                int64_t cols, bool count_groups, uint8_t* __restrict__ out,
@@ -100,7 +123,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   const int64_t row = blockIdx.x;
   const int64_t nb = cols / 32;
   const uint4* rc = reinterpret_cast<const uint4*>(codes + row * (cols / 2));
-  const uint8_t* rs = scales + row * nb;
+  const RowScales<kGrid> rs = RowScales<kGrid>::of(scales, row, cols);
   uint8_t* ro = out + row * cols;
   const int64_t chunk = static_cast<int64_t>(PER) * blockDim.x;
   const bool resident = nb <= chunk;
@@ -114,7 +137,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     for (int i = 0; i < PER; ++i) {
       const int64_t b = base + i * blockDim.x + threadIdx.x;
       c[i] = b < nb ? __ldg(rc + b) : make_uint4(0, 0, 0, 0);
-      s[i] = b < nb ? __ldg(rs + b) : fmt::kE8M0Nan;
+      s[i] = b < nb ? rs.at(b) : fmt::kE8M0Nan;
     }
 #pragma unroll
     for (int i = 0; i < PER; ++i) {
@@ -155,7 +178,7 @@ __global__ void __launch_bounds__(kMaxThreads)
         if (b >= nb) continue;
         if (!resident) {  // the row did not fit in registers: read it again (L2-resident, normally)
           c[i] = __ldg(rc + b);
-          s[i] = __ldg(rs + b);
+          s[i] = rs.at(b);
         }
         encode_block(c[i], s[i], kset, ro + b * 32);
       }
@@ -175,11 +198,19 @@ void launch(Mxfp4ConstPlanes in, int64_t rows, int64_t cols, bool count_groups, 
   auto go = [&](auto kernel) {
     kernel<<<grid, threads, 0, stream>>>(in.codes, in.scales, rows, cols, count_groups, out, scales_out, violations);
   };
-  switch (per) {
-    case 1: go(reencode_mxfp4_e4m3_kernel<1, kPass>); break;
-    case 2: go(reencode_mxfp4_e4m3_kernel<2, kPass>); break;
-    case 4: go(reencode_mxfp4_e4m3_kernel<4, kPass>); break;
-    default: go(reencode_mxfp4_e4m3_kernel<kMaxPer, kPass>); break;
+  auto pick = [&](auto grid_scales) {
+    constexpr bool kGrid = decltype(grid_scales)::value;
+    switch (per) {
+      case 1: go(reencode_mxfp4_e4m3_kernel<1, kPass, kGrid>); break;
+      case 2: go(reencode_mxfp4_e4m3_kernel<2, kPass, kGrid>); break;
+      case 4: go(reencode_mxfp4_e4m3_kernel<4, kPass, kGrid>); break;
+      default: go(reencode_mxfp4_e4m3_kernel<kMaxPer, kPass, kGrid>); break;
+    }
+  };
+  if (in.scale_layout == MxScaleLayout::grid) {
+    pick(std::true_type{});
+  } else {
+    pick(std::false_type{});
   }
   NIBBLE_CHECK_LAUNCH();
 }

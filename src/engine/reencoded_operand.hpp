@@ -5,12 +5,14 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 
 #include "device_buffer.hpp"
 #include "nibble/cuda/gemm.hpp"
 #include "nibble/cuda/quartet.hpp"
 #include "nibble/cuda/reencode.hpp"
+#include "nibble/cuda/scale_layout.hpp"
 
 namespace nibble::engine {
 
@@ -43,15 +45,19 @@ class ReencodedOperand {
   cuda::Mxfp4ConstPlanes last_planes_;  // its MXFP4 planes, re-encoded in settle() to count 1x128 groups
 };
 
-// The four device planes of one MXFP4 copy (codes, E8M0 scales, optional trust mask).
+// The four device planes of one MXFP4 copy (codes, E8M0 scales, optional trust mask). The scale buffer
+// holds either layout (the 128x4 tiles pad rows to 128 and scale columns to 4).
 struct Mxfp4Buffers {
   DeviceBuffer codes, scales, mask;
   Mxfp4Buffers(int64_t rows, int64_t cols, bool with_mask, const std::string& what)
-      : codes(rows * cols / 2, what + " codes"), scales(rows * cols / 32, what + " scales"),
+      : codes(rows * cols / 2, what + " codes"),
+        scales(std::max(rows * cols / 32, cuda::scale_layout::tiled_count(rows, cols, 32)), what + " scales"),
         mask(with_mask ? rows * cols / 8 : 0, what + " mask") {}
-  cuda::Mxfp4Planes planes() const { return {codes.as<uint8_t>(), scales.as<uint8_t>(), mask.as<uint8_t>()}; }
-  cuda::Mxfp4ConstPlanes const_planes() const {
-    return {codes.as<uint8_t>(), scales.as<uint8_t>(), mask.as<uint8_t>()};
+  cuda::Mxfp4Planes planes(cuda::MxScaleLayout layout = cuda::MxScaleLayout::grid) const {
+    return {codes.as<uint8_t>(), scales.as<uint8_t>(), mask.as<uint8_t>(), layout};
+  }
+  cuda::Mxfp4ConstPlanes const_planes(cuda::MxScaleLayout layout = cuda::MxScaleLayout::grid) const {
+    return {codes.as<uint8_t>(), scales.as<uint8_t>(), mask.as<uint8_t>(), layout};
   }
 };
 

@@ -18,7 +18,11 @@ using cuda::GemmOperand;
 
 // MXFP4 (OCP scale rule, round-to-nearest): quantize, then re-encode exactly into E4M3. Whenever
 // the column-wise copy is needed, both copies come from one read of the input through the 64x128
-// tile kernel (quantize_mxfp4_rowcol); the row-wise copy alone uses the thread-per-group kernel.
+// tile kernel (quantize_mxfp4_rowcol), which writes its scales in 128x4 tiles (whole-sector stores,
+// where the grid's are 4- and 2-byte runs); the row-wise copy alone uses the thread-per-group kernel
+// (grid scales). The scales live only until the re-encoding, which reads either layout.
+constexpr cuda::MxScaleLayout kRowColScales = cuda::MxScaleLayout::tiled128x4;
+
 class Mxfp4Reencoded final : public TensorQuantizer {
  public:
   Mxfp4Reencoded(const uint16_t* src, int64_t rows, int64_t cols)
@@ -26,16 +30,19 @@ class Mxfp4Reencoded final : public TensorQuantizer {
         col_q_(cols, rows, false, "mxfp4 column-wise"), row_(rows, cols, "mxfp4 row-wise"),
         col_(cols, rows, "mxfp4 column-wise") {}
   void run(bool rowwise, bool colwise, int64_t, cudaStream_t stream) override {
+    cuda::MxScaleLayout layout = cuda::MxScaleLayout::grid;
     if (colwise) {
+      layout = kRowColScales;
       const cuda::Mxfp4Planes none{nullptr, nullptr, nullptr};
       quant_path_ = cuda::quantize_mxfp4_rowcol(src_, cuda::Fp4DenseType::bf16, rows_, cols_, quant::MxScaleRule::ocp,
-                                                {}, rowwise ? row_q_.planes() : none, col_q_.planes(), stream);
+                                                {}, rowwise ? row_q_.planes(layout) : none, col_q_.planes(layout),
+                                                stream);
     } else if (rowwise) {
       quant_path_ = cuda::quantize_mxfp4(src_, cuda::Fp4DenseType::bf16, rows_, cols_, quant::MxScaleRule::ocp, {},
                                          row_q_.planes(), stream);
     }
-    if (rowwise) row_.run(row_q_.const_planes(), stream);
-    if (colwise) col_.run(col_q_.const_planes(), stream);
+    if (rowwise) row_.run(row_q_.const_planes(layout), stream);
+    if (colwise) col_.run(col_q_.const_planes(layout), stream);
   }
   void settle(cudaStream_t stream) override {
     row_.settle(stream);

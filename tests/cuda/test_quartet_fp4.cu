@@ -11,12 +11,15 @@
 
 #include <cstdio>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "gpu_test_support.hpp"
 #include "nibble/cuda/check.hpp"
 #include "nibble/cuda/quantize_fp4.hpp"
 #include "nibble/cuda/quartet.hpp"
+#include "nibble/cuda/scale_layout.hpp"
 #include "nibble/format.hpp"
 #include "nibble/quant/quantizers.hpp"
 #include "nibble/quant/reencode.hpp"
@@ -360,13 +363,24 @@ TEST(Mxfp4, QuantizeAndDecodeMatchReference) {
   }
 }
 
+// Grid scales [n_rows, k/32] placed in the 128x4 tiles, padding zero (what the tiled kernel writes).
+std::vector<uint8_t> tiled_from_grid(const std::vector<uint8_t>& grid, int64_t n_rows, int64_t k) {
+  namespace sl = cuda::scale_layout;
+  std::vector<uint8_t> t(static_cast<size_t>(sl::tiled_count(n_rows, k, 32)), 0);
+  for (int64_t r = 0; r < n_rows; ++r)
+    for (int64_t b = 0; b < k / 32; ++b) t[static_cast<size_t>(sl::tiled_index(k, 32, r, 32 * b))] = grid[static_cast<size_t>(r * (k / 32) + b)];
+  return t;
+}
+
 // The row + column MXFP4 quantizer (64x128 tile) against quant::quantize_mx of x and of x^T, for
-// each rule and rounding, BF16 and FP32 input, each copy alone and both; shapes with partial row
-// tiles (96 = 64 + 32) and partial column tiles (320 = 2 x 128 + 64), and one with many tiles.
+// each rule and rounding, BF16 and FP32 input, each copy alone and both, grid scales and (BF16 input,
+// nearest rounding: the BF16 tile) 128x4-tiled scales; shapes with partial row tiles (96 = 64 + 32;
+// 64, 160 and 192 leave half of the last 128-row scale tile to the launcher's zeroing) and partial
+// column tiles (320 = 2 x 128 + 64), and one with many tiles.
 TEST(Mxfp4, RowColMatchesReference) {
   NIBBLE_REQUIRE_GPU();
   std::mt19937_64 rng = nibble::testing::fresh_rng();
-  const Shape shapes[] = {{64, 256}, {96, 320}, {160, 4096}, {1632, 544}};
+  const Shape shapes[] = {{64, 256}, {96, 320}, {160, 4096}, {192, 384}, {1632, 544}};
   for (const Shape s : shapes) {
     const auto x = make_input(s.rows, s.cols, rng, true);
     auto xf = to_float(x);
@@ -383,40 +397,98 @@ TEST(Mxfp4, RowColMatchesReference) {
       for (auto rule : {quant::MxScaleRule::ocp, quant::MxScaleRule::round_up}) {
         for (bool sr : {false, true}) {
           for (int copies : {1, 2, 3}) {
+           for (auto layout : {cuda::MxScaleLayout::grid, cuda::MxScaleLayout::tiled128x4}) {
+            const bool tiled = layout == cuda::MxScaleLayout::tiled128x4;
+            if (tiled && (fp32 || sr)) continue;  // tiled scales: the BF16 tile only (rejection test below)
             SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.cols << " fp32 " << fp32 << " round_up "
                                               << (rule == quant::MxScaleRule::round_up) << " sr " << sr
-                                              << " copies " << copies);
+                                              << " copies " << copies << (tiled ? " tiled scales" : " grid scales"));
             const quant::SrKey key{sr, rng(), quant::kStreamMx};
-            DeviceBuffer<uint8_t> rc(x.size() / 2), rs(x.size() / 32), cc(x.size() / 2), cs(x.size() / 32);
+            const size_t rs_n = tiled ? static_cast<size_t>(cuda::scale_layout::tiled_count(s.rows, s.cols, 32)) : x.size() / 32;
+            const size_t cs_n = tiled ? static_cast<size_t>(cuda::scale_layout::tiled_count(s.cols, s.rows, 32)) : x.size() / 32;
+            DeviceBuffer<uint8_t> rc(x.size() / 2), rs(rs_n), cc(x.size() / 2), cs(cs_n);
             const cuda::Mxfp4Planes none{nullptr, nullptr, nullptr};
-            const cuda::Mxfp4Planes row = (copies & 1) ? cuda::Mxfp4Planes{rc.p, rs.p, nullptr} : none;
-            const cuda::Mxfp4Planes col = (copies & 2) ? cuda::Mxfp4Planes{cc.p, cs.p, nullptr} : none;
+            const cuda::Mxfp4Planes row = (copies & 1) ? cuda::Mxfp4Planes{rc.p, rs.p, nullptr, layout} : none;
+            const cuda::Mxfp4Planes col = (copies & 2) ? cuda::Mxfp4Planes{cc.p, cs.p, nullptr, layout} : none;
             const void* src = fp32 ? static_cast<const void*>(dxf.p) : static_cast<const void*>(dx.p);
             const char* path = cuda::quantize_mxfp4_rowcol(
                 src, fp32 ? cuda::Fp4DenseType::fp32 : cuda::Fp4DenseType::bf16, s.rows, s.cols, rule, key, row,
                 col, nullptr);
             NIBBLE_CUDA_CHECK(cudaDeviceSynchronize());
             EXPECT_NE(std::string(path).find("64x128"), std::string::npos) << path;
+            EXPECT_EQ(std::string(path).find("128x4-tiled") != std::string::npos, tiled) << path;
+            auto check_copy = [&](const char* what, const quant::QuantizedTensor& ref, const DeviceBuffer<uint8_t>& codes,
+                                  const DeviceBuffer<uint8_t>& scales, const std::vector<float>& input, int64_t n_rows,
+                                  int64_t k) {
+              if (!tiled) return expect_mxfp4(what, ref, codes, scales, input);
+              expect_bytes((std::string(what) + " codes").c_str(), codes.download(), ref.codes, input, 1, 2);
+              expect_bytes((std::string(what) + " tiled scales").c_str(), scales.download(),
+                           tiled_from_grid(ref.scale_codes, n_rows, k), input, 1, 0);  // byte = tiled offset
+            };
             if (copies & 1) {
-              expect_mxfp4("rowcol row-wise",
-                           quant::quantize_mx(in.data(), s.rows, s.cols, quant::ElementFormat::e2m1, rule, key), rc,
-                           rs, in);
+              check_copy("rowcol row-wise",
+                         quant::quantize_mx(in.data(), s.rows, s.cols, quant::ElementFormat::e2m1, rule, key), rc, rs,
+                         in, s.rows, s.cols);
             }
             if (copies & 2) {
-              expect_mxfp4("rowcol column-wise",
-                           quant::quantize_mx(xt.data(), s.cols, s.rows, quant::ElementFormat::e2m1, rule, key), cc,
-                           cs, xt);
+              check_copy("rowcol column-wise",
+                         quant::quantize_mx(xt.data(), s.cols, s.rows, quant::ElementFormat::e2m1, rule, key), cc, cs,
+                         xt, s.cols, s.rows);
             }
-            if (copies == 1) {  // an unrequested copy is never written
-              const auto untouched = cc.download();
-              EXPECT_EQ(std::count(untouched.begin(), untouched.end(), uint8_t{0xA5}),
-                        static_cast<std::ptrdiff_t>(untouched.size()));
+            if (copies != 3) {  // an unrequested copy is never written
+              for (const auto* b : copies == 1 ? std::vector<const DeviceBuffer<uint8_t>*>{&cc, &cs}
+                                               : std::vector<const DeviceBuffer<uint8_t>*>{&rc, &rs}) {
+                const auto untouched = b->download();
+                EXPECT_EQ(std::count(untouched.begin(), untouched.end(), uint8_t{0xA5}),
+                          static_cast<std::ptrdiff_t>(untouched.size()));
+              }
             }
+           }
           }
         }
       }
     }
   }
+}
+
+// Tiled scales are written by the BF16 tile only and read by the re-encoding only: every other kernel,
+// and the tile with SR or FP32 input or with two different layouts, refuses them before any launch
+// (so this runs without a GPU: the pointers are never dereferenced).
+TEST(Mxfp4, TiledScalesRejectedWhereUnsupported) {
+  uint8_t* fake = reinterpret_cast<uint8_t*>(uintptr_t{256});
+  const auto tiled = cuda::MxScaleLayout::tiled128x4;
+  const cuda::Mxfp4Planes t{fake, fake, fake, tiled}, g{fake, fake, fake};
+  const cuda::Mxfp4ConstPlanes ct{fake, fake, fake, tiled};
+  auto expect_rejects = [](const char* what, auto&& call) {
+    try {
+      call();
+      ADD_FAILURE() << what << ": no throw";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("tiled"), std::string::npos) << what << ": " << e.what();
+    }
+  };
+  const auto bf16 = cuda::Fp4DenseType::bf16;
+  const auto ocp = quant::MxScaleRule::ocp;
+  expect_rejects("quantize_mxfp4", [&] { cuda::quantize_mxfp4(fake, bf16, 64, 256, ocp, {}, t, nullptr); });
+  expect_rejects("decode_mxfp4_bf16", [&] {
+    cuda::decode_mxfp4_bf16(ct, 64, 256, reinterpret_cast<uint16_t*>(fake), nullptr);
+  });
+  expect_rejects("quartet_forward_quantize", [&] {
+    cuda::quartet_forward_quantize(fake, bf16, 64, 256, cuda::QuartetForwardOptions{}, t, nullptr);
+  });
+  expect_rejects("quartet_backward_quantize", [&] {
+    cuda::quartet_backward_quantize(fake, bf16, 64, 256, cuda::QuartetBackwardOptions{}, t, g, nullptr);
+  });
+  expect_rejects("quartet_backward_quantize_mxfp4_transposed", [&] {
+    cuda::quartet_backward_quantize_mxfp4_transposed(ct, 64, 256, cuda::QuartetBackwardOptions{}, g, nullptr);
+  });
+  expect_rejects("rowcol, stochastic", [&] {
+    cuda::quantize_mxfp4_rowcol(fake, bf16, 64, 256, ocp, quant::SrKey{true, 1, quant::kStreamMx}, t, t, nullptr);
+  });
+  expect_rejects("rowcol, FP32 input", [&] {
+    cuda::quantize_mxfp4_rowcol(fake, cuda::Fp4DenseType::fp32, 64, 256, ocp, {}, t, t, nullptr);
+  });
+  expect_rejects("rowcol, layouts differ", [&] { cuda::quantize_mxfp4_rowcol(fake, bf16, 64, 256, ocp, {}, t, g, nullptr); });
 }
 
 // More tiles than an H100/H200 holds CTAs at once (132 SMs x 5): 65 x 21 = 1365 tiles, the last tile

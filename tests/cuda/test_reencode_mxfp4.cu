@@ -14,6 +14,7 @@
 #include "gpu_test_support.hpp"
 #include "nibble/cuda/check.hpp"
 #include "nibble/cuda/reencode.hpp"
+#include "nibble/cuda/scale_layout.hpp"
 #include "nibble/format.hpp"
 #include "nibble/quant/reencode.hpp"
 #include "poisoned_buffer.hpp"
@@ -97,12 +98,25 @@ struct Case {
 // 131456 does not fit in registers (the re-reading pass 2).
 const Case kCases[] = {{64, 96}, {40, 352}, {96, 512}, {33, 4096}, {17, 16384}, {9, 22400}, {9, 48000}, {5, 96000}, {3, 131456}};
 
-void run_case(const Case& cs, std::mt19937_64& rng) {
+// Grid scales [rows, cols/32] placed in cuBLASLt's 128x4 tiles (padding poisoned: the re-encoding must
+// not read it).
+std::vector<uint8_t> tiled_scales(const std::vector<uint8_t>& grid, int64_t rows, int64_t cols) {
+  std::vector<uint8_t> t(static_cast<size_t>(cuda::scale_layout::tiled_count(rows, cols, 32)), 0xA5);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b = 0; b < cols / 32; ++b)
+      t[static_cast<size_t>(cuda::scale_layout::tiled_index(cols, 32, r, 32 * b))] = grid[static_cast<size_t>(r * (cols / 32) + b)];
+  return t;
+}
+
+void run_case(const Case& cs, std::mt19937_64& rng, cuda::MxScaleLayout layout) {
   const auto q = make_mxfp4(cs.rows, cs.cols, rng);
-  DeviceBuffer<uint8_t> codes(q.codes.size()), scales(q.scale_codes.size());
+  const bool grid = layout == cuda::MxScaleLayout::grid;
+  const auto placed = grid ? q.scale_codes : tiled_scales(q.scale_codes, cs.rows, cs.cols);
+  DeviceBuffer<uint8_t> codes(q.codes.size()), scales(placed.size());
   codes.upload(q.codes);
-  scales.upload(q.scale_codes);
-  const cuda::Mxfp4ConstPlanes in{codes.p, scales.p, nullptr};
+  scales.upload(placed);
+  const cuda::Mxfp4ConstPlanes in{codes.p, scales.p, nullptr, layout};
+  SCOPED_TRACE(grid ? "grid scales" : "tiled128x4 scales");
   const bool groups = cs.cols % 128 == 0;
   const int64_t want_rows = quant::count_reencode_violations(q, quant::ReencodeSet::row);
   const int64_t want_groups = groups ? quant::count_reencode_violations(q, quant::ReencodeSet::group_1x128) : -1;
@@ -178,7 +192,9 @@ void run_case(const Case& cs, std::mt19937_64& rng) {
 TEST(ReencodeMxfp4, MatchesReferenceAllShapesAndGranularities) {
   NIBBLE_REQUIRE_GPU();
   std::mt19937_64 rng = nibble::testing::fresh_rng();
-  for (const Case& cs : kCases) run_case(cs, rng);
+  for (const Case& cs : kCases) {
+    for (auto layout : {cuda::MxScaleLayout::grid, cuda::MxScaleLayout::tiled128x4}) run_case(cs, rng, layout);
+  }
 }
 
 // Rows that each hold one kind only, so the counts are known without the reference.

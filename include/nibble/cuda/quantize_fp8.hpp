@@ -20,6 +20,7 @@
 
 #include <cstdint>
 
+#include "nibble/cuda/scale_layout.hpp"
 #include "nibble/quant/element_codecs.hpp"
 #include "nibble/quant/formats.hpp"
 
@@ -96,10 +97,7 @@ const char* quantize_fp8_block_128x128(const uint16_t* x, int64_t rows, int64_t 
                                        BlockScaleLayout layout, const quant::SrKey& sr, cudaStream_t stream);
 
 // ---- mxfp8 (E4M3 elements, E8M0 scales per 32 elements) ----------------------------------------
-enum class MxScaleLayout : uint8_t {
-  grid,        // row-major: rowwise [rows, cols/32], colwise [cols, rows/32] (CPU reference, decode)
-  tiled128x4,  // cuBLASLt VEC32_UE8M0 (sm_100 only; untested on hardware); padding bytes are zeroed
-};
+// MxScaleLayout (grid or cuBLASLt's 128x4 tiles): scale_layout.hpp.
 // Row-wise copy: 1x32 blocks along cols; column-wise copy: 32x1 blocks (1x32 along the transposed
 // tensor). rows and cols must be multiples of 32.
 const char* quantize_mxfp8(const uint16_t* x, int64_t rows, int64_t cols, quant::MxScaleRule rule, Fp8Copies out,

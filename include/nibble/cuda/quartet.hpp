@@ -19,6 +19,7 @@
 
 #include <cstdint>
 
+#include "nibble/cuda/scale_layout.hpp"
 #include "nibble/quant/element_codecs.hpp"
 #include "nibble/quant/formats.hpp"
 #include "nibble/quant/hadamard.hpp"
@@ -28,13 +29,17 @@ namespace nibble::cuda {
 // One MXFP4 operand on the device. mask may be null (no mask wanted / none produced).
 struct Mxfp4Planes {
   uint8_t* codes = nullptr;   // [rows, cols/2]
-  uint8_t* scales = nullptr;  // E8M0 [rows, cols/32]
+  uint8_t* scales = nullptr;  // E8M0 [rows, cols/32] (grid), or 128x4 tiles (tiled_count(rows, cols, 32) bytes)
   uint8_t* mask = nullptr;    // [rows * cols / 8] bits
+  // Only quantize_mxfp4_rowcol (BF16 input, nearest rounding) writes tiled scales and only the re-encoding
+  // reads them; every other kernel rejects them before launch.
+  MxScaleLayout scale_layout = MxScaleLayout::grid;
 };
 struct Mxfp4ConstPlanes {
   const uint8_t* codes = nullptr;
   const uint8_t* scales = nullptr;
   const uint8_t* mask = nullptr;
+  MxScaleLayout scale_layout = MxScaleLayout::grid;
 };
 
 // Element type of a dense input or output.

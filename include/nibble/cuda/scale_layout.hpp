@@ -41,6 +41,12 @@ enum class ScaleMode : uint8_t {
   vec16_ue4m3,  // CUBLASLT_MATMUL_MATRIX_SCALE_VEC16_UE4M3 (NVFP4, sm_100; untested on hardware)
 };
 
+// How a tensor's E8M0 (MX) scales are stored by the quantizers that write them.
+enum class MxScaleLayout : uint8_t {
+  grid,        // row-major block grid: rowwise [rows, cols/32], colwise [cols, rows/32] (CPU reference)
+  tiled128x4,  // cuBLASLt VEC32_UE8M0's 128x4 tiles (tiled_index below); padding bytes are zero
+};
+
 namespace scale_layout {
 
 inline constexpr int64_t kBlock = 128;       // VEC128 / BLK128x128 block edge
