@@ -147,6 +147,14 @@ int main(int argc, char** argv) {
                                          quant::MxScaleRule::ocp, {}, {codes, scales, nullptr},
                                          {codes2, scales2, nullptr}, nullptr);
     });
+    // The same with cuBLASLt's 128x4 scale tiles (staged, stored in 8- and 2-byte pieces of whole tiles
+    // instead of the grid's 4- and 2-byte runs spread over 64 + 128 rows): the engine's layout.
+    const auto tiled = cuda::MxScaleLayout::tiled128x4;
+    run("mxfp4 ocp row+col (64x128 tile, tiled scales)", 2 * nb + 2 * mxfp4_out, [&](int i) {
+      return cuda::quantize_mxfp4_rowcol(x[i % kBuffers], cuda::Fp4DenseType::bf16, s.rows, s.cols,
+                                         quant::MxScaleRule::ocp, {}, {codes, scales, nullptr, tiled},
+                                         {codes2, scales2, nullptr, tiled}, nullptr);
+    });
     run("mxfp4 ocp col only (64x128 tile)", 2 * nb + mxfp4_out, [&](int i) {
       return cuda::quantize_mxfp4_rowcol(x[i % kBuffers], cuda::Fp4DenseType::bf16, s.rows, s.cols,
                                          quant::MxScaleRule::ocp, {}, {nullptr, nullptr, nullptr},
@@ -161,6 +169,10 @@ int main(int argc, char** argv) {
     run("reencode mxfp4->e4m3 row", mxfp4_out + nb + 4.0 * s.rows, [&](int) {
       return cuda::reencode_mxfp4_e4m3({codes, scales, nullptr}, s.rows, s.cols, cuda::ReencodeGranularity::row, e4m3,
                                        row_scales, nullptr, nullptr);
+    });
+    run("reencode mxfp4->e4m3 row (tiled scales)", mxfp4_out + nb + 4.0 * s.rows, [&](int) {
+      return cuda::reencode_mxfp4_e4m3({codes, scales, nullptr, tiled}, s.rows, s.cols, cuda::ReencodeGranularity::row,
+                                       e4m3, row_scales, nullptr, nullptr);
     });
     run("quartet fwd fused -> mxfp4+mask+e4m3 row", 2 * nb + mxfp4_out + nb / 8 + nb + 4.0 * s.rows, [&](int i) {
       return cuda::quartet_forward_quantize_e4m3(x[i % kBuffers], cuda::Fp4DenseType::bf16, s.rows, s.cols, {},
