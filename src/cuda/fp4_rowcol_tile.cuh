@@ -360,6 +360,15 @@ namespace tiled {
 constexpr int kLines = 32, kLineBytes = 8, kColStage = kLines * kLineBytes, kStageBytes = 2 * kColStage;
 __device__ __forceinline__ int row_slot(int r, int grp) { return (r % 32) * kLineBytes + (r / 32) * 4 + grp; }
 __device__ __forceinline__ int col_slot(int c, int h) { return kColStage + (c % 32) * kLineBytes + (c / 32) * 2 + h; }
+// A group's scale code: staged (kTiled) or straight into the grid (index0 = the group's first element).
+template <bool kTiled>
+__device__ __forceinline__ void put(uint8_t s, uint8_t* stage, int slot, uint8_t* grid, uint64_t index0) {
+  if constexpr (kTiled) {
+    stage[slot] = s;
+  } else {
+    grid[index0 / 32] = s;
+  }
+}
 // Warp 0 stores the row copy's half tile, warps 1-4 the column copy's (after a barrier).
 __device__ __forceinline__ void store(const uint8_t* stage, int64_t rows, int64_t cols, int64_t row0, int64_t col0,
                                       uint8_t* row_scales, uint8_t* col_scales) {
@@ -409,12 +418,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
         w[4 * j + 3] = q.w;
       }
       const uint64_t index0 = static_cast<uint64_t>((row0 + r) * cols + col0 + grp * 32);
-      const uint8_t s = groups.apply_pairs(w, index0, rowwise.codes);
-      if constexpr (kTiled) {
-        stage[tiled::row_slot(r, grp)] = s;
-      } else {
-        rowwise.scales[index0 / 32] = s;
-      }
+      tiled::put<kTiled>(groups.apply_pairs(w, index0, rowwise.codes), stage, tiled::row_slot(r, grp), rowwise.scales,
+                         index0);
     }
   }
   if (colwise.codes != nullptr) {
@@ -430,12 +435,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
         w[t] = fp4::prmt(lo, hi, 0x5410);
       }
       const uint64_t index0 = static_cast<uint64_t>((col0 + c) * rows + row0 + h * 32);
-      const uint8_t s = groups.apply_pairs(w, index0, colwise.codes);
-      if constexpr (kTiled) {
-        stage[tiled::col_slot(c, h)] = s;
-      } else {
-        colwise.scales[index0 / 32] = s;
-      }
+      tiled::put<kTiled>(groups.apply_pairs(w, index0, colwise.codes), stage, tiled::col_slot(c, h), colwise.scales,
+                         index0);
     }
   }
   if constexpr (kTiled) {
