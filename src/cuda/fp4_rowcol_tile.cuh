@@ -358,8 +358,35 @@ static_assert(DenseLoader<uint16_t>::kRowsPerPass == 16, "Bf16TileLoader::park s
 // Rows and groups outside the tensor stay 0 (the staging starts zeroed): the kernel writes the padding.
 namespace tiled {
 constexpr int kLines = 32, kLineBytes = 8, kColStage = kLines * kLineBytes, kStageBytes = 2 * kColStage;
-__device__ __forceinline__ int row_slot(int r, int grp) { return (r % 32) * kLineBytes + (r / 32) * 4 + grp; }
-__device__ __forceinline__ int col_slot(int c, int h) { return kColStage + (c % 32) * kLineBytes + (c / 32) * 2 + h; }
+__host__ __device__ constexpr int row_slot(int r, int grp) { return (r % 32) * kLineBytes + (r / 32) * 4 + grp; }
+__host__ __device__ constexpr int col_slot(int c, int h) { return kColStage + (c % 32) * kLineBytes + (c / 32) * 2 + h; }
+// Where store() puts staged byte p inside the 512-byte scale tile (r128 = row0 % 128): the row copy's
+// lane p / 8 writes its 8 bytes at 16 (p / 8) + 8 (r128 / 64); the column copy's thread (line, q)
+// writes its 2 bytes at 16 line + 4 q + r128 / 32.
+__host__ __device__ constexpr int row_dest(int p, int r128) { return 16 * (p / kLineBytes) + p % kLineBytes + 8 * (r128 / 64); }
+__host__ __device__ constexpr int col_dest(int p, int r128) {
+  return 16 * (p / kLineBytes) + 4 * ((p % kLineBytes) / 2) + r128 / 32 + p % 2;
+}
+// Every staged scale lands where scale_layout::tiled_index puts it (offsets inside one tile).
+constexpr bool staging_matches_tiled_index() {
+  constexpr int kTileBytes = static_cast<int>(scale_layout::kTileRows * scale_layout::kTileCols);
+  for (int r128 = 0; r128 <= 64; r128 += 64) {
+    for (int r = 0; r < kRows; ++r) {
+      for (int grp = 0; grp < 4; ++grp) {
+        const auto want = scale_layout::tiled_index(kCols, 32, r128 + r, 32 * grp) % kTileBytes;
+        if (row_dest(row_slot(r, grp), r128) != want) return false;
+      }
+    }
+    for (int c = 0; c < kCols; ++c) {
+      for (int h = 0; h < 2; ++h) {
+        const auto want = scale_layout::tiled_index(kTileBytes, 32, c, r128 + 32 * h) % kTileBytes;
+        if (col_dest(col_slot(c, h) - kColStage, r128) != want) return false;
+      }
+    }
+  }
+  return true;
+}
+static_assert(staging_matches_tiled_index(), "the staged scale tile must land on cuBLASLt's 128x4 layout");
 // A group's scale code: staged (kTiled) or straight into the grid (index0 = the group's first element).
 template <bool kTiled>
 __device__ __forceinline__ void put(uint8_t s, uint8_t* stage, int slot, uint8_t* grid, uint64_t index0) {

@@ -33,9 +33,14 @@ __device__ __forceinline__ uint8_t mx_code(uint32_t amax_bits, quant::MxScaleRul
 
 // One 128x4 scale tile (cuBLASLt VEC32_UE8M0): scale column c (0..3) of tile row r (0..127).
 constexpr int kTiledScaleBytes = static_cast<int>(scale_layout::kTileRows * scale_layout::kTileCols);
-__device__ __forceinline__ int tiled_offset(int r, int c) { return (r % 32) * 16 + (r / 32) * 4 + c; }
-static_assert(scale_layout::tiled_index(128, 32, 77, 96) % kTiledScaleBytes == (77 % 32) * 16 + (77 / 32) * 4 + 3,
-              "tiled_offset is scale_layout::tiled_index inside one tile");
+__host__ __device__ constexpr int tiled_offset(int r, int c) { return (r % 32) * 16 + (r / 32) * 4 + c; }
+constexpr bool tiled_offset_is_tiled_index() {
+  for (int r = 0; r < 128; ++r)
+    for (int c = 0; c < 4; ++c)
+      if (scale_layout::tiled_index(128, 32, r, 32 * c) != tiled_offset(r, c)) return false;
+  return true;
+}
+static_assert(tiled_offset_is_tiled_index(), "tiled_offset is scale_layout::tiled_index inside one tile");
 static_assert(tile::kTile == scale_layout::kTileRows && tile::kTile == 32 * scale_layout::kTileCols,
               "a 128x128 data tile owns exactly one 128x4 scale tile per copy");
 
