@@ -1,5 +1,7 @@
 // TensorQuantizer for mxfp4 (exact E4M3 re-encoding for an FP8 GEMM) and nvfp4 (exact BF16 decode
 // for a BF16 GEMM: Hopper has no FP4 tensor cores).
+#include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -25,6 +27,19 @@ using cuda::GemmOperand;
 // passed their tests and timed them (written in session 29, when no GPU time was left).
 constexpr cuda::MxScaleLayout kRowColScales = cuda::MxScaleLayout::grid;
 
+// NIBBLE_MXFP4_SCALES=tiled or =grid overrides kRowColScales (the A/B knob for that first run: the GPU
+// tests and `nibble bench` under both values in one call). The quantizer's path note names the layout.
+cuda::MxScaleLayout rowcol_scales() {
+  static const cuda::MxScaleLayout layout = [] {
+    const char* e = std::getenv("NIBBLE_MXFP4_SCALES");
+    if (e == nullptr || *e == '\0') return kRowColScales;
+    if (std::strcmp(e, "tiled") == 0) return cuda::MxScaleLayout::tiled128x4;
+    if (std::strcmp(e, "grid") == 0) return cuda::MxScaleLayout::grid;
+    throw std::invalid_argument(std::string("NIBBLE_MXFP4_SCALES=") + e + " is not a scale layout; use tiled or grid");
+  }();
+  return layout;
+}
+
 class Mxfp4Reencoded final : public TensorQuantizer {
  public:
   Mxfp4Reencoded(const uint16_t* src, int64_t rows, int64_t cols)
@@ -34,7 +49,7 @@ class Mxfp4Reencoded final : public TensorQuantizer {
   void run(bool rowwise, bool colwise, int64_t, cudaStream_t stream) override {
     cuda::MxScaleLayout layout = cuda::MxScaleLayout::grid;
     if (colwise) {
-      layout = kRowColScales;
+      layout = rowcol_scales();
       const cuda::Mxfp4Planes none{nullptr, nullptr, nullptr};
       quant_path_ = cuda::quantize_mxfp4_rowcol(src_, cuda::Fp4DenseType::bf16, rows_, cols_, quant::MxScaleRule::ocp,
                                                 {}, rowwise ? row_q_.planes(layout) : none, col_q_.planes(layout),
