@@ -20,7 +20,7 @@ void ReencodedOperand::run(cuda::Mxfp4ConstPlanes in, cudaStream_t stream) {
 
 void ReencodedOperand::run_quartet_forward(const void* x, const cuda::QuartetForwardOptions& options,
                                            cuda::Mxfp4Planes planes, cudaStream_t stream) {
-  last_planes_ = {planes.codes, planes.scales, planes.mask};
+  last_planes_ = {planes.codes, planes.scales, planes.mask, planes.scale_layout};
   fused_ = granularity_ == cuda::ReencodeGranularity::row;
   if (fused_) {
     auto* counts = counters_.as<cuda::ReencodeViolations>();
