@@ -7,7 +7,8 @@
 # of the two runs of each side. KNOBS="VAR=VALUE ..." reruns both new benchmarks once per knob
 # (VAR=VALUE@fp8 or @fp4: only that benchmark);
 # TORCH=1 runs torch.compile of the same math on the same tensors (bench/torch_compile_fp{8,4}.py);
-# BENCH=1 then runs nibble bench on the default model (JSON, HTML, CSV; BENCH_ARGS adds options, e.g. "--mode all"); NOISE=1 the bench-noise experiment. Everything lands in $OUT/run,
+# BENCH=1 then runs nibble bench on the default model (JSON, HTML, CSV; BENCH_ARGS adds options, e.g. "--mode all"),
+# and BENCH_KNOB="VAR=VALUE" runs it once more with that engine knob set; NOISE=1 the bench-noise experiment. Everything lands in $OUT/run,
 # packed into $OUT/run.tgz.
 # BASE=none skips the base tree: new, the knobs, new again (for changes behind A/B knobs). QUICK=1 (a
 # second call on the warm machine): no ctest and one new-side run, e.g. `BASE=none QUICK=1 TORCH=1`
@@ -91,6 +92,14 @@ if [ "${BENCH:-0}" = 1 ]; then
     >"$R/bench.txt" 2>&1
   rc=$?; echo "$(el) bench rc=$rc"
   gpu_bench_summary bench.json
+  # BENCH_KNOB="VAR=VALUE": the same bench again with an engine knob set (bench-knob.*), e.g.
+  # NIBBLE_MXFP4_SCALES=tiled, so both sides of an engine-path A/B come from one machine.
+  if [ -n "${BENCH_KNOB:-}" ]; then
+    env "$BENCH_KNOB" timeout 150 build-gpu/nibble bench ${BENCH_ARGS:-} --quiet --json "$R/bench-knob.json" \
+      --html "$R/bench-knob.html" --csv "$R/bench-knob.csv" >"$R/bench-knob.txt" 2>&1
+    rc=$?; echo "$(el) bench ($BENCH_KNOB) rc=$rc"
+    gpu_bench_summary bench-knob.json
+  fi
 fi
 # NOISE=1: the row-to-row timing experiment (docs/perf/bench-noise.md) on the new build.
 [ "${NOISE:-0}" = 1 ] && gpu_bench_noise_runs build-gpu/nibble
