@@ -31,16 +31,8 @@ __device__ __forceinline__ uint8_t mx_code(uint32_t amax_bits, quant::MxScaleRul
   return quant::mx_scale_code_of_abs_bits(amax_bits, rule, kF);
 }
 
-// One 128x4 scale tile (cuBLASLt VEC32_UE8M0): scale column c (0..3) of tile row r (0..127).
+// One 128x4 scale tile (cuBLASLt VEC32_UE8M0); scale (r, c) of it at scale_layout::tile_offset(r, c).
 constexpr int kTiledScaleBytes = static_cast<int>(scale_layout::kTileRows * scale_layout::kTileCols);
-__host__ __device__ constexpr int tiled_offset(int r, int c) { return (r % 32) * 16 + (r / 32) * 4 + c; }
-constexpr bool tiled_offset_is_tiled_index() {
-  for (int r = 0; r < 128; ++r)
-    for (int c = 0; c < 4; ++c)
-      if (scale_layout::tiled_index(128, 32, r, 32 * c) != tiled_offset(r, c)) return false;
-  return true;
-}
-static_assert(tiled_offset_is_tiled_index(), "tiled_offset is scale_layout::tiled_index inside one tile");
 static_assert(tile::kTile == scale_layout::kTileRows && tile::kTile == 32 * scale_layout::kTileCols,
               "a 128x128 data tile owns exactly one 128x4 scale tile per copy");
 
@@ -79,7 +71,7 @@ __global__ void __launch_bounds__(tile::kThreads, kMinBlocks)
       const uint8_t code = mx_code(tile::group_max<1>(tile::amax16_bits(v[k])), sc.rule);
       const int64_t r = r_first + 32 * k;
       if constexpr (!kGrid) {
-        if ((rp.chunk & 1) == 0) stage[0][tiled_offset(rp.r0 + 32 * k, rp.chunk / 2)] = code;
+        if ((rp.chunk & 1) == 0) stage[0][sl::tile_offset(rp.r0 + 32 * k, rp.chunk / 2)] = code;
       }
       if (r < rows && c < cols) {
         if constexpr (kGrid) {
@@ -91,10 +83,16 @@ __global__ void __launch_bounds__(tile::kThreads, kMinBlocks)
       }
     }
   }
+  // The row copy's staged scale tile, stored after the next barrier (whichever path comes to one).
+  auto store_row_scales = [&] {
+    if constexpr (!kGrid) {
+      if (out.rowwise != nullptr) store_tiled_scales<0>(stage[0], sc.rowwise, sl::tiled_index(cols, kMxBlock, row0, col0));
+    }
+  };
   if (out.colwise == nullptr) {
     if constexpr (!kGrid) {
       __syncthreads();
-      store_tiled_scales<0>(stage[0], sc.rowwise, sl::tiled_index(cols, kMxBlock, row0, col0));
+      store_row_scales();
     }
     return;
   }
@@ -102,9 +100,7 @@ __global__ void __launch_bounds__(tile::kThreads, kMinBlocks)
   // A 32x1 block is 32 consecutive rows of one column: the lane pair (rc, rc ^ 1) of a column pair.
   tile::park_rows(s, v);
   __syncthreads();
-  if constexpr (!kGrid) {
-    if (out.rowwise != nullptr) store_tiled_scales<0>(stage[0], sc.rowwise, sl::tiled_index(cols, kMxBlock, row0, col0));
-  }
+  store_row_scales();
 #pragma unroll
   for (int pass = 0; pass < tile::kColPasses; ++pass) {
     const tile::ColPhase cp = tile::col_phase(pass);
@@ -115,8 +111,8 @@ __global__ void __launch_bounds__(tile::kThreads, kMinBlocks)
     const int64_t col = col0 + 2 * cp.word, r = row0 + tile::kColRows * cp.rc;
     if constexpr (!kGrid) {
       if ((cp.rc & 1) == 0) {
-        stage[1][tiled_offset(2 * cp.word, cp.rc / 2)] = lo;
-        stage[1][tiled_offset(2 * cp.word + 1, cp.rc / 2)] = hi;
+        stage[1][sl::tile_offset(2 * cp.word, cp.rc / 2)] = lo;
+        stage[1][sl::tile_offset(2 * cp.word + 1, cp.rc / 2)] = hi;
       }
     }
     if (col >= cols || r >= rows) continue;  // rows is a multiple of 32: the whole 32-block exists

@@ -11,6 +11,7 @@
 #include "nibble/cuda/scale_layout.hpp"
 #include "nibble/quant/element_codecs.hpp"
 #include "test_quantize_fp8_support.hpp"
+#include "tiled_scales.hpp"
 
 namespace {
 
@@ -20,7 +21,6 @@ using nibble::quant::SrKey;
 using namespace nibble::testing;
 namespace nc = nibble::cuda;
 namespace nq = nibble::quant;
-namespace sl = nibble::cuda::scale_layout;
 
 bool all_bytes_are(const std::vector<uint8_t>& v, uint8_t b) {
   return std::all_of(v.begin(), v.end(), [b](uint8_t x) { return x == b; });
@@ -47,11 +47,7 @@ MxOperand reference_mx(const std::vector<float>& y, int64_t n_rows, int64_t k, M
 
 // Grid scales [n_rows, k / 32] in `layout` (tiled padding is zero).
 std::vector<uint8_t> place_scales(const std::vector<uint8_t>& grid, int64_t n_rows, int64_t k, nc::MxScaleLayout layout) {
-  if (layout == nc::MxScaleLayout::grid) return grid;
-  std::vector<uint8_t> t(static_cast<size_t>(sl::tiled_count(n_rows, k, 32)), 0);
-  for (int64_t r = 0; r < n_rows; ++r)
-    for (int64_t g = 0; g < k / 32; ++g) t[sl::tiled_index(k, 32, r, 32 * g)] = grid[r * (k / 32) + g];
-  return t;
+  return layout == nc::MxScaleLayout::grid ? grid : tiled_from_grid(grid, n_rows, k);
 }
 constexpr nc::MxScaleLayout kLayouts[] = {nc::MxScaleLayout::grid, nc::MxScaleLayout::tiled128x4};
 const char* layout_name(nc::MxScaleLayout l) { return l == nc::MxScaleLayout::grid ? "grid" : "tiled"; }

@@ -25,6 +25,7 @@
 #include "nibble/quant/reencode.hpp"
 #include "poisoned_buffer.hpp"
 #include "test_seed.hpp"
+#include "tiled_scales.hpp"
 
 namespace {
 
@@ -363,15 +364,6 @@ TEST(Mxfp4, QuantizeAndDecodeMatchReference) {
   }
 }
 
-// Grid scales [n_rows, k/32] placed in the 128x4 tiles, padding zero (what the tiled kernel writes).
-std::vector<uint8_t> tiled_from_grid(const std::vector<uint8_t>& grid, int64_t n_rows, int64_t k) {
-  namespace sl = cuda::scale_layout;
-  std::vector<uint8_t> t(static_cast<size_t>(sl::tiled_count(n_rows, k, 32)), 0);
-  for (int64_t r = 0; r < n_rows; ++r)
-    for (int64_t b = 0; b < k / 32; ++b) t[static_cast<size_t>(sl::tiled_index(k, 32, r, 32 * b))] = grid[static_cast<size_t>(r * (k / 32) + b)];
-  return t;
-}
-
 // The row + column MXFP4 quantizer (64x128 tile) against quant::quantize_mx of x and of x^T, for
 // each rule and rounding, BF16 and FP32 input, each copy alone and both, grid scales and (BF16 input,
 // nearest rounding: the BF16 tile) 128x4-tiled scales; shapes with partial row tiles (96 = 64 + 32;
@@ -423,7 +415,7 @@ TEST(Mxfp4, RowColMatchesReference) {
               if (!tiled) return expect_mxfp4(what, ref, codes, scales, input);
               expect_bytes((std::string(what) + " codes").c_str(), codes.download(), ref.codes, input, 1, 2);
               expect_bytes((std::string(what) + " tiled scales").c_str(), scales.download(),
-                           tiled_from_grid(ref.scale_codes, n_rows, k), input, 1, 0);  // byte = tiled offset
+                           nibble::testing::tiled_from_grid(ref.scale_codes, n_rows, k), input, 1, 0);  // byte = tiled offset
             };
             if (copies & 1) {
               check_copy("rowcol row-wise",

@@ -19,6 +19,7 @@
 #include "nibble/quant/reencode.hpp"
 #include "poisoned_buffer.hpp"
 #include "test_seed.hpp"
+#include "tiled_scales.hpp"
 
 namespace {
 
@@ -98,20 +99,11 @@ struct Case {
 // 131456 does not fit in registers (the re-reading pass 2).
 const Case kCases[] = {{64, 96}, {40, 352}, {96, 512}, {33, 4096}, {17, 16384}, {9, 22400}, {9, 48000}, {5, 96000}, {3, 131456}};
 
-// Grid scales [rows, cols/32] placed in cuBLASLt's 128x4 tiles (padding poisoned: the re-encoding must
-// not read it).
-std::vector<uint8_t> tiled_scales(const std::vector<uint8_t>& grid, int64_t rows, int64_t cols) {
-  std::vector<uint8_t> t(static_cast<size_t>(cuda::scale_layout::tiled_count(rows, cols, 32)), 0xA5);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t b = 0; b < cols / 32; ++b)
-      t[static_cast<size_t>(cuda::scale_layout::tiled_index(cols, 32, r, 32 * b))] = grid[static_cast<size_t>(r * (cols / 32) + b)];
-  return t;
-}
-
 void run_case(const Case& cs, std::mt19937_64& rng, cuda::MxScaleLayout layout) {
   const auto q = make_mxfp4(cs.rows, cs.cols, rng);
   const bool grid = layout == cuda::MxScaleLayout::grid;
-  const auto placed = grid ? q.scale_codes : tiled_scales(q.scale_codes, cs.rows, cs.cols);
+  // Tiled padding poisoned: the re-encoding must not read it.
+  const auto placed = grid ? q.scale_codes : nibble::testing::tiled_from_grid(q.scale_codes, cs.rows, cs.cols, 0xA5);
   DeviceBuffer<uint8_t> codes(q.codes.size()), scales(placed.size());
   codes.upload(q.codes);
   scales.upload(placed);

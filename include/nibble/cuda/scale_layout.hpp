@@ -85,12 +85,17 @@ NIBBLE_HD constexpr int64_t blk128_count(int64_t rows, int64_t k) {
 }
 
 // --- VEC32_UE8M0 / VEC16_UE4M3 (one byte per scale, 128x4 tiles). UNTESTED ON HARDWARE. ----------
+// Offset of the scale of tile row r (0..127), scale column c (0..3) inside its 512-byte tile; a template
+// so kernels that stage one tile keep their 32-bit indices.
+template <class I>
+NIBBLE_HD constexpr I tile_offset(I r, I c) {
+  return (r % 32) * 16 + (r / 32) * 4 + c;
+}
 NIBBLE_HD constexpr int64_t tiled_index(int64_t k, int64_t vec, int64_t row, int64_t kk) {
   const int64_t c = kk / vec;                                     // scale column
   const int64_t tiles_per_row = ceil_div(ceil_div(k, vec), kTileCols);
   const int64_t tile = (row / kTileRows) * tiles_per_row + c / kTileCols;
-  const int64_t r = row % kTileRows;
-  return tile * (kTileRows * kTileCols) + (r % 32) * 16 + (r / 32) * 4 + c % kTileCols;
+  return tile * (kTileRows * kTileCols) + tile_offset(row % kTileRows, c % kTileCols);
 }
 NIBBLE_HD constexpr int64_t tiled_count(int64_t rows, int64_t k, int64_t vec) {
   return round_up(rows, kTileRows) * round_up(ceil_div(k, vec), kTileCols);
