@@ -23,12 +23,12 @@ using cuda::GemmOperand;
 // tile kernel (quantize_mxfp4_rowcol); the row-wise copy alone uses the thread-per-group kernel
 // (grid scales). The scales live only until the re-encoding, which reads either layout, so the tile's
 // layout is a choice: kRowColScales. The 128x4 tiles (whole-tile stores instead of the grid's 4- and
-// 2-byte runs; what made the MXFP8 quantizer 7-9% faster in session 29) stay off until a GPU run has
-// passed their tests and timed them (written in session 29, when no GPU time was left).
-constexpr cuda::MxScaleLayout kRowColScales = cuda::MxScaleLayout::grid;
+// 2-byte runs) made the tile 6-17% faster and the step's quantization 1.3% faster on an H100 in session 30
+// (docs/perf/2026-12-06-h100-session30.md; the re-encoding reads tiled scales 0-5% slower).
+constexpr cuda::MxScaleLayout kRowColScales = cuda::MxScaleLayout::tiled128x4;
 
-// NIBBLE_MXFP4_SCALES=tiled or =grid overrides kRowColScales (the A/B knob for that first run: the GPU
-// tests and `nibble bench` under both values in one call). The quantizer's path note names the layout.
+// NIBBLE_MXFP4_SCALES=tiled or =grid overrides kRowColScales (the A/B knob: the GPU tests and
+// `nibble bench` under both values in one call). The quantizer's path note names the layout.
 cuda::MxScaleLayout rowcol_scales() {
   static const cuda::MxScaleLayout layout = [] {
     const char* e = std::getenv("NIBBLE_MXFP4_SCALES");
