@@ -13,6 +13,7 @@
 #include <string>
 #include <type_traits>
 
+#include "env_knobs.hpp"
 #include "fp4_kernel_io.cuh"
 #include "mxfp4_row_reencode.cuh"
 #include "nibble/cuda/reencode.hpp"
@@ -186,12 +187,29 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
 }
 
+// Blocks per thread at least, for a row of nb blocks: the smallest power of two (up to 4) that keeps the
+// row's CTA at 256 threads or fewer. On an H100 (session 30, docs/perf/2026-12-06-h100-session30.md) rows of
+// 512 blocks (16384 columns) re-encoded 3-5% faster from grid scales and 7-9% from tiled scales with 2 blocks
+// per thread (256 threads) than with 1 (512 threads); rows of 128 blocks were as fast or faster with 1.
+// NIBBLE_REENCODE_PER = 1, 2 or 4 forces the minimum instead (the measurement knob).
+int min_blocks_per_thread(int64_t nb) {
+  static const int forced = [] {
+    const int v = knobs::integer("NIBBLE_REENCODE_PER", 0);
+    return v == 1 || v == 2 || v == 4 ? v : 0;
+  }();
+  if (forced != 0) return forced;
+  int per = 1;
+  while (per < 4 && nb > static_cast<int64_t>(per) * 256) per *= 2;
+  return per;
+}
+
 template <Pass kPass>
 void launch(Mxfp4ConstPlanes in, int64_t rows, int64_t cols, bool count_groups, uint8_t* out, float* scales_out,
             ReencodeViolations* violations, cudaStream_t stream) {
   const int64_t nb = cols / 32;
-  // Smallest blocks-per-thread that keeps the row resident; one warp at least, 512 threads at most.
-  const int per = row_reencode::blocks_per_thread(nb, 1);
+  // Smallest blocks-per-thread from min_blocks_per_thread() that keeps the row resident; one warp at
+  // least, 512 threads at most.
+  const int per = row_reencode::blocks_per_thread(nb, min_blocks_per_thread(nb));
   const int64_t want = (nb + per - 1) / per;
   const int threads = static_cast<int>(want >= kMaxThreads ? kMaxThreads : ((want + 31) / 32) * 32);
   const dim3 grid(static_cast<unsigned>(rows));
