@@ -62,9 +62,11 @@ __device__ __forceinline__ TileCoord tile_coord(uint32_t b, uint32_t tiles_r, ui
   const uint32_t n = min(static_cast<uint32_t>(kGroupRows), tiles_r - first);  // the last group may be shorter
   return {first + in % n, in / n};
 }
-// The tile of this block in a (tiles_c, tiles_r) grid.
-__device__ __forceinline__ TileCoord block_tile(bool grouped) {
-  return tile_coord(blockIdx.y * gridDim.x + blockIdx.x, gridDim.y, gridDim.x, grouped);
+// The tile of this block in a (tiles_c, tiles_r) grid; reversed: the order runs from the last tile back
+// (a second pass over a tensor then starts with the tiles a first pass read last, while they are in L2).
+__device__ __forceinline__ TileCoord block_tile(bool grouped, bool reversed = false) {
+  const uint32_t b = blockIdx.y * gridDim.x + blockIdx.x;
+  return tile_coord(reversed ? gridDim.x * gridDim.y - 1 - b : b, gridDim.y, gridDim.x, grouped);
 }
 
 // Where this thread sits in the row phase.

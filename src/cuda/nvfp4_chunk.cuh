@@ -28,6 +28,9 @@ struct Params {
   quant::SrKey key;  // the reference path's
   fp4::SrDraw draw;  // the fast path's: the same generator with host-computed round keys
   Copy row, col;
+  // The encode pass walks the tiles in reverse launch order: its first CTAs re-read the tiles the amax
+  // pass read last, while they are still in L2 (quantize_nvfp4's NIBBLE_NVFP4_ORDER knob).
+  bool reverse_tiles = false;
 };
 
 // A thread's 16 x 8 chunk of x, staged in shared memory as 32-bit words, word-major over the CTA's

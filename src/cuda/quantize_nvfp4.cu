@@ -77,8 +77,10 @@ __global__ void __launch_bounds__(kThreads, kEncodeMinBlocks<kSr>) nvfp4_encode_
   __syncthreads();
 
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
-  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kCtaRows + (warp / 2) * kWarpRows + (lane % 4) * kChunkRows;
-  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kCtaCols + (warp % 2) * kWarpCols + (lane / 4) * kChunkCols;
+  const unsigned ty = p.reverse_tiles ? gridDim.y - 1 - blockIdx.y : blockIdx.y;
+  const unsigned tx = p.reverse_tiles ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int64_t row0 = static_cast<int64_t>(ty) * kCtaRows + (warp / 2) * kWarpRows + (lane % 4) * kChunkRows;
+  const int64_t col0 = static_cast<int64_t>(tx) * kCtaCols + (warp % 2) * kWarpCols + (lane / 4) * kChunkCols;
   const int half = (lane / 4) % 2;  // which half of a row-wise 16-group this lane holds
   const bool cols_in = col0 < p.cols;
   const bool block16 = p.block_rows == 16;
@@ -172,6 +174,15 @@ bool amax_in_registers() {
   return on;
 }
 
+// The encode pass's tile order: reverse (the default) or forward (NIBBLE_NVFP4_ORDER=forward). A tensor
+// larger than L2 leaves its last-read tiles there after the amax pass; walking back from them turns up to
+// an L2's worth of the second read into hits, a saving per call that does not grow with the tensor.
+constexpr bool kReverseTilesDefault = true;
+bool reverse_tiles() {
+  static const bool on = !knobs::is("NIBBLE_NVFP4_ORDER", "forward", !kReverseTilesDefault);
+  return on;
+}
+
 // Pass 1 (amax) and pass 2 (encode; the stochastic kernel only when the key asks for it).
 template <class In>
 void launch_passes(const In* x, dim3 grid, const Params& p, cudaStream_t stream) {
@@ -237,6 +248,7 @@ const char* quantize_nvfp4(const void* x, Fp4DenseType type, int64_t rows, int64
   p.draw = options.rounding;
   p.row = {rowwise.codes, rowwise.scales, reinterpret_cast<uint32_t*>(rowwise.global_scale), options.rowwise_rht};
   p.col = {colwise.codes, colwise.scales, reinterpret_cast<uint32_t*>(colwise.global_scale), options.colwise_rht};
+  p.reverse_tiles = reverse_tiles();
   if (p.row.codes) NIBBLE_CUDA_CHECK(cudaMemsetAsync(p.row.amax_bits, 0, sizeof(uint32_t), stream));
   if (p.col.codes) NIBBLE_CUDA_CHECK(cudaMemsetAsync(p.col.amax_bits, 0, sizeof(uint32_t), stream));
   const dim3 grid(fp4::blocks_for(cols, kCtaCols), fp4::blocks_for(rows, kCtaRows));
