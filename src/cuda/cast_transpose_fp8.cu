@@ -236,9 +236,11 @@ const char* cast_transpose_fp8(const uint16_t* x, int64_t rows, int64_t cols, El
   return "cast_transpose_fp8 (fused cast + transpose + amax, 128x128 tiles)";
 }
 
-// The two-launch path's cast pass walks the tiles from the last one back (NIBBLE_FP8_CURRENT_ORDER=forward:
+// The current-scaling cast pass walks the tiles from the last one back (NIBBLE_FP8_CURRENT_ORDER=forward:
 // first to last). The amax pass's grid-stride loop reads the tensor's end last, so the cast pass's first
-// tiles are still in L2: up to an L2's worth of the second read become hits, per call.
+// tiles are still in L2: up to an L2's worth of the second read become hits, per call (H100, session 30:
+// 0.919 -> 0.959 of copy on a 15872 x 4096 activation; the 4096 x 16384 weight, one group of 32 tile rows
+// walked column by column, starts elsewhere and gains nothing).
 namespace {
 bool current_reverse_tiles() {
   static const bool on = !knobs::is("NIBBLE_FP8_CURRENT_ORDER", "forward", false);
