@@ -129,8 +129,15 @@ int main(int argc, char** argv) {
     const double copy_gbs = 2.0 * n * 2 / (copy.median_ms * 1e6);
 
     std::string path;
-    auto run = [&](const char* kernel, double bytes, const std::function<const char*(int)>& work) {
+    // prepare (untimed, once): writes the planes a consumer row reads (re-encoding, decoding), so the row
+    // measures the data it is meant for whatever ran before it, and also under --only.
+    auto run = [&](const char* kernel, double bytes, const std::function<const char*(int)>& work,
+                   const std::function<void()>& prepare = {}) {
       if (!only.empty() && std::string(kernel).find(only) == std::string::npos) return;
+      if (prepare) {
+        prepare();
+        NIBBLE_CUDA_CHECK(cudaDeviceSynchronize());
+      }
       const Stats st = time_it([&](int i) { path = work(i); }, iters);
       const double gbs = bytes / (st.median_ms * 1e6);
       std::printf("%-34s %-14s %9.4f %9.1f %9.1f %9.3f %7.2f\n", kernel, s.name, st.median_ms, gbs, copy_gbs,
@@ -171,16 +178,24 @@ int main(int argc, char** argv) {
       return cuda::quartet_forward_quantize(x[i % kBuffers], cuda::Fp4DenseType::bf16, s.rows, s.cols, {},
                                             {codes, scales, mask}, nullptr);
     });
-    // Re-encoding the forward operand for the FP8 GEMM (reads codes + scales, writes E4M3 + row
-    // scales), then the fused kernel that does both in one pass (with and without the MXFP4 planes).
+    // Re-encoding an MXFP4 operand for the FP8 GEMM (reads codes + scales, writes E4M3 + row scales), as the
+    // mxfp4 recipe does: from the row+col tile's row-wise copy of x[0], in each scale layout (until session
+    // 30 both rows read whatever the Quartet forward row had left, grid scales, so the tiled row read grid
+    // bytes as tiles); then the fused kernel that does both in one pass (with and without the MXFP4 planes).
+    auto mxfp4_rows_of_x0 = [&](cuda::MxScaleLayout layout) {
+      return [&, layout] {
+        (void)cuda::quantize_mxfp4_rowcol(x[0], cuda::Fp4DenseType::bf16, s.rows, s.cols, quant::MxScaleRule::ocp, {},
+                                          {codes, scales, nullptr, layout}, {nullptr, nullptr, nullptr}, nullptr);
+      };
+    };
     run("reencode mxfp4->e4m3 row", mxfp4_out + nb + 4.0 * s.rows, [&](int) {
       return cuda::reencode_mxfp4_e4m3({codes, scales, nullptr}, s.rows, s.cols, cuda::ReencodeGranularity::row, e4m3,
                                        row_scales, nullptr, nullptr);
-    });
+    }, mxfp4_rows_of_x0(cuda::MxScaleLayout::grid));
     run("reencode mxfp4->e4m3 row (tiled scales)", mxfp4_out + nb + 4.0 * s.rows, [&](int) {
       return cuda::reencode_mxfp4_e4m3({codes, scales, nullptr, tiled}, s.rows, s.cols, cuda::ReencodeGranularity::row,
                                        e4m3, row_scales, nullptr, nullptr);
-    });
+    }, mxfp4_rows_of_x0(tiled));
     run("quartet fwd fused -> mxfp4+mask+e4m3 row", 2 * nb + mxfp4_out + nb / 8 + nb + 4.0 * s.rows, [&](int i) {
       return cuda::quartet_forward_quantize_e4m3(x[i % kBuffers], cuda::Fp4DenseType::bf16, s.rows, s.cols, {},
                                                  {codes, scales, mask}, {e4m3, row_scales, violations}, nullptr);
@@ -208,6 +223,9 @@ int main(int argc, char** argv) {
     run("quartet bwd from mxfp4 (transposed)", mxfp4_out * 2, [&](int) {
       return cuda::quartet_backward_quantize_mxfp4_transposed({codes, scales, nullptr}, s.rows, s.cols, bo,
                                                               {codes2, scales2, nullptr}, nullptr);
+    }, [&] {  // its input: the backward quantizer's row-wise copy of x[0]
+      (void)cuda::quartet_backward_quantize(x[0], cuda::Fp4DenseType::bf16, s.rows, s.cols, bo, {codes, scales, nullptr},
+                                            {}, nullptr);
     });
     run("quartet epilogue bf16->bf16", 4 * nb + nb / 8, [&](int i) {
       return cuda::quartet_epilogue(x[i % kBuffers], cuda::Fp4DenseType::bf16, s.rows, s.cols, mask, {}, out16,
@@ -215,7 +233,7 @@ int main(int argc, char** argv) {
     });
     run("decode mxfp4->bf16", mxfp4_out + 2 * nb, [&](int) {
       return cuda::decode_mxfp4_bf16({codes, scales, nullptr}, s.rows, s.cols, out16, nullptr);
-    });
+    }, mxfp4_rows_of_x0(cuda::MxScaleLayout::grid));
     // NVFP4: the amax pass and the encode pass each read x (4n bytes in), each copy writes its codes,
     // UE4M3 scales (n/16 for 1x16, n/256 for 16x16) and one FP32 global scale; the engine's roles:
     // X (1x16, RHT on the column-wise copy), dY (the same, stochastic rounding), W (16x16, no RHT).
@@ -238,12 +256,10 @@ int main(int argc, char** argv) {
     run("nvfp4 16x16 row+col", 4 * nb + 2 * (nb / 2 + nb / 256), [&](int i) {
       return cuda::quantize_nvfp4(x[i % kBuffers], cuda::Fp4DenseType::bf16, s.rows, s.cols, nw, nv_row, nv_col, nullptr);
     });
-    // Decode the 1x16 row-wise copy written last by the 1x16 rows above (rerun it first: the 16x16
-    // run overwrote the planes with 16x16 scales).
-    (void)cuda::quantize_nvfp4(x[0], cuda::Fp4DenseType::bf16, s.rows, s.cols, nx, nv_row, {}, nullptr);
+    // Decode a 1x16 row-wise copy of x[0] (written first: the 16x16 row left 16x16 scales in the planes).
     run("decode nvfp4->bf16", nb / 2 + nb / 16 + 2 * nb, [&](int) {
       return cuda::decode_nvfp4_bf16({codes, scales}, s.rows, s.cols, 1, out16, nullptr);
-    });
+    }, [&] { (void)cuda::quantize_nvfp4(x[0], cuda::Fp4DenseType::bf16, s.rows, s.cols, nx, nv_row, {}, nullptr); });
     for (int b = 0; b < kBuffers; ++b) cudaFree(x[b]);
     for (void* p : {static_cast<void*>(copy_dst), static_cast<void*>(codes), static_cast<void*>(codes2),
                     static_cast<void*>(scales), static_cast<void*>(scales2), static_cast<void*>(mask),
