@@ -23,8 +23,8 @@ using cuda::GemmOperand;
 // tile kernel (quantize_mxfp4_rowcol); the row-wise copy alone uses the thread-per-group kernel
 // (grid scales). The scales live only until the re-encoding, which reads either layout, so the tile's
 // layout is a choice: kRowColScales. The 128x4 tiles (whole-tile stores instead of the grid's 4- and
-// 2-byte runs) made the tile 6-17% faster and the step's quantization 1.3% faster on an H100 in session 30
-// (docs/perf/2026-12-06-h100-session30.md; the re-encoding reads tiled scales 0-5% slower).
+// 2-byte runs) made the tile 7-17% faster and the step's quantization 1.3% faster on an H100 in session 30
+// (docs/perf/2026-12-06-h100-session30.md).
 constexpr cuda::MxScaleLayout kRowColScales = cuda::MxScaleLayout::tiled128x4;
 
 // NIBBLE_MXFP4_SCALES=tiled or =grid overrides kRowColScales (the A/B knob: the GPU tests and
