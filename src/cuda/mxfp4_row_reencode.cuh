@@ -18,10 +18,10 @@ constexpr int kMaxPer = 8;
 constexpr int kNoBlock = -1000;  // k of a block that does not count (NaN scale or all-zero codes)
 
 // Blocks per thread for a row of nb blocks: the smallest power of two from min_per up to kMaxPer
-// that lets kMaxThreads threads hold the row.
-inline int blocks_per_thread(int64_t nb, int min_per) {
+// that lets max_threads threads hold the row.
+inline int blocks_per_thread(int64_t nb, int min_per, int max_threads = kMaxThreads) {
   int per = min_per;
-  while (per < kMaxPer && nb > static_cast<int64_t>(per) * kMaxThreads) per *= 2;
+  while (per < kMaxPer && nb > static_cast<int64_t>(per) * max_threads) per *= 2;
   return per;
 }
 

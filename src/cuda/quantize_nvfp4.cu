@@ -183,9 +183,8 @@ bool amax_in_registers() {
 // The encode pass's tile order: reverse (the default) or forward (NIBBLE_NVFP4_ORDER=forward). A tensor
 // larger than L2 leaves its last-read tiles there after the amax pass; walking back from them turns up to
 // an L2's worth of the second read into hits, a saving per call that does not grow with the tensor.
-constexpr bool kReverseTilesDefault = true;
 bool reverse_tiles() {
-  static const bool on = !knobs::is("NIBBLE_NVFP4_ORDER", "forward", !kReverseTilesDefault);
+  static const bool on = !knobs::is("NIBBLE_NVFP4_ORDER", "forward", false);
   return on;
 }
 

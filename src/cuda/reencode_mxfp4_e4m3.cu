@@ -9,6 +9,7 @@
 // take the closed-form byte table of reencode.hpp through __byte_perm, 4 elements per instruction;
 // any other block (violating sets, zero blocks far from k_max) calls quant::reencode_e2m1_as_e4m3
 // per element, the CPU reference's own function.
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -197,10 +198,7 @@ int min_blocks_per_thread(int64_t nb) {
     const int v = knobs::integer("NIBBLE_REENCODE_PER", 0);
     return v == 1 || v == 2 || v == 4 ? v : 0;
   }();
-  if (forced != 0) return forced;
-  int per = 1;
-  while (per < 4 && nb > static_cast<int64_t>(per) * 256) per *= 2;
-  return per;
+  return forced != 0 ? forced : std::min(4, row_reencode::blocks_per_thread(nb, 1, 256));
 }
 
 template <Pass kPass>
