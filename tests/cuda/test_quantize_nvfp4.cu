@@ -110,7 +110,8 @@ struct Shape {
 // group or an 8-column chunk past the edge), one large shape, one tall-thin.
 const Shape kShapes[] = {{64, 64}, {48, 208}, {80, 80}, {272, 528}, {160, 4096}, {1024, 32}};
 
-void check_config(const std::vector<uint16_t>& x, int64_t rows, int64_t cols, const cuda::Nvfp4Options& o, int copies) {
+std::string check_config(const std::vector<uint16_t>& x, int64_t rows, int64_t cols, const cuda::Nvfp4Options& o,
+                         int copies) {
   const auto xf = to_float(x);
   DeviceBuffer<uint16_t> dx(x.size());
   dx.upload(x);
@@ -135,6 +136,7 @@ void check_config(const std::vector<uint16_t>& x, int64_t rows, int64_t cols, co
     cuda::decode_nvfp4_bf16({col.codes.p, col.scales.p}, cols, rows, o.block_rows, dec.p, nullptr);
     expect_same("decode column-wise", dec.download(), quant::decode_to_bf16_unscaled(ref));
   }
+  return path;
 }
 
 TEST(QuantizeNvfp4, ActivationsAndGradients1x16) {
@@ -200,6 +202,33 @@ TEST(QuantizeNvfp4, NanAndInfTensors) {
       check_config(x, 64, 96, o, 3);
     }
   }
+}
+
+// Large tensors with partial 128x128 tiles along both edges and more tiles than the GPU holds CTAs at once
+// (25 x 33 = 825 BF16 tiles, 17 x 32 = 544 FP32 tiles; an H100 or H200 holds 660 encode CTAs, 396 with FP32
+// chunks): both passes run several waves, the encode pass's reversed tile order included.
+TEST(QuantizeNvfp4, LargeTensorsWithPartialTiles) {
+  NIBBLE_REQUIRE_GPU();
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
+  const int64_t rows = 3088, cols = 4112;
+  const auto x = make_input(rows, cols, rng, Special::none);
+  for (int config = 0; config < 3; ++config) {
+    SCOPED_TRACE(::testing::Message() << "config " << config);
+    cuda::Nvfp4Options o;
+    if (config == 1) o.rounding = quant::SrKey{true, rng(), quant::kStreamNvfp4};
+    if (config == 2) o.block_rows = 16;
+    check_config(x, rows, cols, o, 3);
+  }
+  const int64_t frows = 2064, fcols = 4096;
+  const auto xf = to_float(make_input(frows, fcols, rng, Special::none));
+  DeviceBuffer<float> dx(xf.size());
+  dx.upload(xf);
+  cuda::Nvfp4Options o;
+  DeviceCopy row(frows, fcols, 1), col(fcols, frows, 1);
+  cuda::quantize_nvfp4(dx.p, cuda::Fp4DenseType::fp32, frows, fcols, o, row.planes(), col.planes(), nullptr);
+  row.expect_equals("fp32 row-wise", quant::quantize_nvfp4(xf.data(), frows, fcols, 1));
+  const auto xt = transpose(xf, frows, fcols);
+  col.expect_equals("fp32 column-wise", quant::quantize_nvfp4(xt.data(), fcols, frows, 1, {}, true));
 }
 
 TEST(QuantizeNvfp4, Fp32InputMatchesReference) {
