@@ -1,6 +1,7 @@
 // FP4 quantization kernels on CodonFM-5B tensors: effective bandwidth (bytes read + written over the
 // median time) next to a device-to-device copy of the same input measured in the same run.
-//   gpu_quant_fp4_bench [--json FILE] [--iters N] [--only SUBSTRING]  (--only: kernels whose name contains it)
+//   gpu_quant_fp4_bench [--json FILE] [--iters N] [--only SUBSTRING] [--timing synced|queued]
+//   (--only: kernels whose name contains it; --timing: see event_timing.hpp)
 // Inputs rotate over 3 buffers (each larger than the 60 MB L2 for the big shapes), so no run reads
 // what the previous one left in cache. Random BF16 normals, never zeros.
 #include <cuda_runtime.h>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "copy_reference.hpp"
+#include "event_timing.hpp"
 #include "nibble/cuda/check.hpp"
 #include "nibble/cuda/quantize_fp4.hpp"
 #include "nibble/cuda/quantize_nvfp4.hpp"
@@ -39,31 +41,7 @@ __global__ void fill_normal_bf16(uint16_t* x, int64_t n, uint64_t seed) {
   }
 }
 
-struct Stats {
-  double median_ms, p10_ms, p90_ms;
-};
-
-Stats time_it(const std::function<void(int)>& work, int iters) {
-  for (int i = 0; i < 3; ++i) work(i);  // warm-up
-  cudaEvent_t a, b;
-  NIBBLE_CUDA_CHECK(cudaEventCreate(&a));
-  NIBBLE_CUDA_CHECK(cudaEventCreate(&b));
-  std::vector<double> ms;
-  for (int i = 0; i < iters; ++i) {
-    NIBBLE_CUDA_CHECK(cudaEventRecord(a));
-    work(i);
-    NIBBLE_CUDA_CHECK(cudaEventRecord(b));
-    NIBBLE_CUDA_CHECK(cudaEventSynchronize(b));
-    float t = 0;
-    NIBBLE_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(ms.begin(), ms.end());
-  auto q = [&](double p) { return ms[static_cast<size_t>(p * (ms.size() - 1) + 0.5)]; };
-  return {q(0.5), q(0.1), q(0.9)};
-}
+using kernel_bench::Stats;
 
 template <class T>
 T* device_alloc(size_t count) {
@@ -78,11 +56,16 @@ int main(int argc, char** argv) {
   std::string json_path;
   int iters = 30;
   std::string only;
+  kernel_bench::Timing timing = kernel_bench::Timing::synced;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     else if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) iters = std::max(20, std::atoi(argv[++i]));
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
-    else { std::fprintf(stderr, "usage: %s [--json FILE] [--iters N>=20] [--only SUBSTRING]\n", argv[0]); return 2; }
+    else if (!std::strcmp(argv[i], "--timing") && i + 1 < argc && kernel_bench::parse_timing(argv[i + 1], timing)) ++i;
+    else {
+      std::fprintf(stderr, "usage: %s [--json FILE] [--iters N>=20] [--only SUBSTRING] [--timing synced|queued]\n", argv[0]);
+      return 2;
+    }
   }
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
@@ -91,7 +74,7 @@ int main(int argc, char** argv) {
   }
   cudaDeviceProp prop{};
   NIBBLE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  nlohmann::json out = {{"gpu", prop.name}, {"iters", iters}, {"results", nlohmann::json::array()}};
+  nlohmann::json out = {{"gpu", prop.name}, {"iters", iters}, {"timing", kernel_bench::timing_name(timing)}, {"results", nlohmann::json::array()}};
   std::printf("%-34s %-14s %9s %9s %9s %9s %7s\n", "kernel", "shape", "median_ms", "GB/s", "copy_GB/s", "ratio", "p90/p10");
 
   struct Shape { const char* name; int64_t rows, cols; };
@@ -121,7 +104,7 @@ int main(int argc, char** argv) {
     const void* sources[kBuffers];
     for (int b = 0; b < kBuffers; ++b) sources[b] = x[b];
     const auto reference = kernel_bench::time_copy_reference<Stats>(
-        [&](const std::function<void(int)>& work) { return time_it(work, iters); }, copy_dst, sources, kBuffers, n * 2);
+        [&](const std::function<void(int)>& work) { return kernel_bench::time_calls(work, iters, timing); }, copy_dst, sources, kBuffers, n * 2);
     const Stats copy = reference.best;
     std::printf("%-34s %-14s %9.4f  (fastest of the placements:", "d2d copy (reference)", s.name, copy.median_ms);
     for (double ms : reference.placement_ms) std::printf(" %.4f", ms);
@@ -138,7 +121,7 @@ int main(int argc, char** argv) {
         prepare();
         NIBBLE_CUDA_CHECK(cudaDeviceSynchronize());
       }
-      const Stats st = time_it([&](int i) { path = work(i); }, iters);
+      const Stats st = kernel_bench::time_calls([&](int i) { path = work(i); }, iters, timing);
       const double gbs = bytes / (st.median_ms * 1e6);
       std::printf("%-34s %-14s %9.4f %9.1f %9.1f %9.3f %7.2f\n", kernel, s.name, st.median_ms, gbs, copy_gbs,
                   gbs / copy_gbs, st.p90_ms / st.p10_ms);

@@ -1,6 +1,7 @@
 // FP8-family quantization kernels at CodonFM-5B shapes: effective bandwidth
 // (bytes read + bytes written) / median time, next to a device-to-device copy of the same input
-// measured in the same run. Usage: gpu_quant_fp8_bench [--json FILE] [--reps N]
+// measured in the same run. Usage: gpu_quant_fp8_bench [--json FILE] [--reps N] [--timing synced|queued]
+// (--timing: see event_timing.hpp)
 // (printf, not fmt: fmt 9's consteval format strings do not compile under nvcc in C++20.)
 #include <algorithm>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "copy_reference.hpp"
+#include "event_timing.hpp"
 #include "nibble/cuda/check.hpp"
 #include "nibble/cuda/quantize_fp8.hpp"
 #include "nibble/cuda/scale_layout.hpp"
@@ -31,45 +33,20 @@ __global__ void fill_bf16(uint16_t* x, int64_t n, uint32_t seed) {
   }
 }
 
-struct Stats {
-  double median_ms, p10_ms, p90_ms;
-};
-
-// Warm-up, then `reps` timed runs with CUDA events; run(i) gets the repetition index so callers
-// rotate input buffers (2 x the tensor size > 60 MB L2).
-Stats time_it(int reps, const std::function<void(int)>& run) {
-  for (int i = 0; i < 3; ++i) run(i);
-  NIBBLE_CUDA_CHECK(cudaDeviceSynchronize());
-  cudaEvent_t a, b;
-  NIBBLE_CUDA_CHECK(cudaEventCreate(&a));
-  NIBBLE_CUDA_CHECK(cudaEventCreate(&b));
-  std::vector<double> ms;
-  for (int i = 0; i < reps; ++i) {
-    NIBBLE_CUDA_CHECK(cudaEventRecord(a));
-    run(i);
-    NIBBLE_CUDA_CHECK(cudaEventRecord(b));
-    NIBBLE_CUDA_CHECK(cudaEventSynchronize(b));
-    float t = 0;
-    NIBBLE_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
-  NIBBLE_CUDA_CHECK(cudaEventDestroy(a));
-  NIBBLE_CUDA_CHECK(cudaEventDestroy(b));
-  std::sort(ms.begin(), ms.end());
-  auto q = [&](double p) { return ms[static_cast<size_t>(p * (ms.size() - 1) + 0.5)]; };
-  return {q(0.5), q(0.1), q(0.9)};
-}
+using nibble::kernel_bench::Stats;
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string json_path;
   int reps = 30;
+  nibble::kernel_bench::Timing timing = nibble::kernel_bench::Timing::synced;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--json" && i + 1 < argc) json_path = argv[++i];
     else if (a == "--reps" && i + 1 < argc) reps = std::max(20, std::atoi(argv[++i]));
-    else { std::fprintf(stderr, "usage: %s [--json FILE] [--reps N>=20]\n", argv[0]); return 2; }
+    else if (a == "--timing" && i + 1 < argc && nibble::kernel_bench::parse_timing(argv[i + 1], timing)) ++i;
+    else { std::fprintf(stderr, "usage: %s [--json FILE] [--reps N>=20] [--timing synced|queued]\n", argv[0]); return 2; }
   }
   try {
     cudaDeviceProp prop{};
@@ -102,13 +79,14 @@ int main(int argc, char** argv) {
     nlohmann::json out;
     out["device"] = prop.name;
     out["reps"] = reps;
+    out["timing"] = nibble::kernel_bench::timing_name(timing);
     out["results"] = nlohmann::json::array();
     std::printf("%-20s %-44s %9s %9s %9s %9s %7s\n", "shape", "kernel", "median_us", "p10_us", "p90_us", "TB/s", "vs_copy");
     for (const Shape& s : shapes) {
       const int64_t n = s.rows * s.cols;
       const void* sources[2] = {in[0], in[1]};
       const auto reference = nibble::kernel_bench::time_copy_reference<Stats>(
-          [&](const std::function<void(int)>& run) { return time_it(reps, run); }, dec, sources, 2, n * 2);
+          [&](const std::function<void(int)>& run) { return nibble::kernel_bench::time_calls(run, reps, timing); }, dec, sources, 2, n * 2);
       const Stats copy = reference.best;
       const double copy_tbs = 2.0 * n * 2 / (copy.median_ms * 1e-3) / 1e12;
       auto report = [&](const char* kernel, const char* path, double bytes, const Stats& t) {
@@ -123,7 +101,7 @@ int main(int argc, char** argv) {
       out["results"].back()["copy_placement_ms"] = reference.placement_ms;
       const char* path = nullptr;
       auto run = [&](const std::string& kernel, double bytes, const std::function<void(int)>& fn) {
-        const Stats t = time_it(reps, fn);
+        const Stats t = nibble::kernel_bench::time_calls(fn, reps, timing);
         report(kernel.c_str(), path != nullptr ? path : "", bytes, t);
       };
       const double rw2 = 2.0 * n + 2.0 * n;  // read bf16, write two fp8 copies
