@@ -7,15 +7,14 @@
 //    at the end, so each call's time is what it takes on the GPU with its work already queued, as in a
 //    training step, where the host runs ahead of the GPU.
 // Either way the events bracket exactly one call, so a call's own gaps between its kernels count. On an
-// H100 (session 31, docs/perf/2026-12-06-h100-session31.md) queued timing took 1.3-5 us off every call,
-// the copy's included: ratios to the copy moved by -1% to +5%, none across an issue 4 target.
+// H100 (session 31, docs/perf/2026-12-06-h100-session31.md) queued timing took 1.1-4.9 us off every call,
+// the copy's included: ratios to the copy moved by -1% to +6%, none across an issue 4 target.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstring>
 #include <functional>
-#include <string>
 #include <vector>
 
 #include "nibble/cuda/check.hpp"
@@ -38,7 +37,8 @@ struct Stats {
   double median_ms, p10_ms, p90_ms;
 };
 
-// Times work(i) for i = 0 .. calls - 1 (after work(0..2) as warm-up).
+// Times work(i) for i = 0 .. calls - 1 (after work(0..2) as warm-up); work gets the call index so that callers
+// rotate their inputs over buffers that together exceed the L2, and no call reads what the previous one cached.
 inline Stats time_calls(const std::function<void(int)>& work, int calls, Timing mode) {
   for (int i = 0; i < 3; ++i) work(i);
   NIBBLE_CUDA_CHECK(cudaDeviceSynchronize());
