@@ -204,6 +204,18 @@ TEST(QuantizeNvfp4, NanAndInfTensors) {
   }
 }
 
+// FP32 input, both 1x16 copies (the column-wise one rotated, the default), against the reference.
+void check_fp32(const std::vector<float>& xf, int64_t rows, int64_t cols) {
+  DeviceBuffer<float> dx(xf.size());
+  dx.upload(xf);
+  cuda::Nvfp4Options o;
+  DeviceCopy row(rows, cols, 1), col(cols, rows, 1);
+  cuda::quantize_nvfp4(dx.p, cuda::Fp4DenseType::fp32, rows, cols, o, row.planes(), col.planes(), nullptr);
+  row.expect_equals("fp32 row-wise", quant::quantize_nvfp4(xf.data(), rows, cols, 1));
+  const auto xt = transpose(xf, rows, cols);
+  col.expect_equals("fp32 column-wise", quant::quantize_nvfp4(xt.data(), cols, rows, 1, {}, true));
+}
+
 // Large tensors with partial 128x128 tiles along both edges and more tiles than the GPU holds CTAs at once
 // (25 x 33 = 825 BF16 tiles, 17 x 32 = 544 FP32 tiles; an H100 or H200 holds 660 encode CTAs, 396 with FP32
 // chunks): both passes run several waves, the encode pass's reversed tile order included.
@@ -219,16 +231,7 @@ TEST(QuantizeNvfp4, LargeTensorsWithPartialTiles) {
     if (config == 2) o.block_rows = 16;
     check_config(x, rows, cols, o, 3);
   }
-  const int64_t frows = 2064, fcols = 4096;
-  const auto xf = to_float(make_input(frows, fcols, rng, Special::none));
-  DeviceBuffer<float> dx(xf.size());
-  dx.upload(xf);
-  cuda::Nvfp4Options o;
-  DeviceCopy row(frows, fcols, 1), col(fcols, frows, 1);
-  cuda::quantize_nvfp4(dx.p, cuda::Fp4DenseType::fp32, frows, fcols, o, row.planes(), col.planes(), nullptr);
-  row.expect_equals("fp32 row-wise", quant::quantize_nvfp4(xf.data(), frows, fcols, 1));
-  const auto xt = transpose(xf, frows, fcols);
-  col.expect_equals("fp32 column-wise", quant::quantize_nvfp4(xt.data(), fcols, frows, 1, {}, true));
+  check_fp32(to_float(make_input(2064, 4096, rng, Special::none)), 2064, 4096);
 }
 
 TEST(QuantizeNvfp4, Fp32InputMatchesReference) {
@@ -238,14 +241,7 @@ TEST(QuantizeNvfp4, Fp32InputMatchesReference) {
   auto xf = to_float(make_input(rows, cols, rng, Special::none));
   xf[9] = 1e-40f;  // an FP32 subnormal, which BF16 inputs cannot carry
   xf[10] = 1.0f + 0x1p-20f;  // bits below BF16 precision
-  DeviceBuffer<float> dx(xf.size());
-  dx.upload(xf);
-  cuda::Nvfp4Options o;
-  DeviceCopy row(rows, cols, 1), col(cols, rows, 1);
-  cuda::quantize_nvfp4(dx.p, cuda::Fp4DenseType::fp32, rows, cols, o, row.planes(), col.planes(), nullptr);
-  row.expect_equals("fp32 row-wise", quant::quantize_nvfp4(xf.data(), rows, cols, 1));
-  const auto xt = transpose(xf, rows, cols);
-  col.expect_equals("fp32 column-wise", quant::quantize_nvfp4(xt.data(), cols, rows, 1, {}, true));
+  check_fp32(xf, rows, cols);
 }
 
 TEST(QuantizeNvfp4, ClearErrorsBeforeLaunch) {
