@@ -11,9 +11,9 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <vector>
 
+#include "event_timing.hpp"
 #include "nibble/cuda/check.hpp"
 
 namespace nibble::kernel_bench {
@@ -23,23 +23,21 @@ inline constexpr std::array<size_t, 3> kCopyShifts = {0, (size_t{1} << 20) + 409
 // What the destination buffer needs beyond the copied bytes.
 inline constexpr size_t kCopySlack = (size_t{3} << 24) + 12288;
 
-template <class Stats>
 struct CopyReference {
   Stats best;                        // the fastest placement's timing
   std::vector<double> placement_ms;  // each placement's median, in kCopyShifts order
 };
 
-// time(work) times work(i) (i = iteration) and returns Stats with a median_ms member. dst holds
-// bytes + kCopySlack bytes; src[i % sources] is copied at iteration i.
-template <class Stats>
-CopyReference<Stats> time_copy_reference(const std::function<Stats(const std::function<void(int)>&)>& time, void* dst,
-                                         const void* const* src, int sources, size_t bytes) {
-  CopyReference<Stats> ref;
+// Times the copy of src[i % sources] (bytes each) at call i, `calls` calls per placement, as time_calls does
+// the kernels; dst holds bytes + kCopySlack bytes.
+inline CopyReference time_copy_reference(int calls, Timing mode, void* dst, const void* const* src, int sources,
+                                         size_t bytes) {
+  CopyReference ref;
   for (size_t k = 0; k < kCopyShifts.size(); ++k) {
     uint8_t* d = static_cast<uint8_t*>(dst) + kCopyShifts[k];
-    const Stats st = time([&](int i) {
+    const Stats st = time_calls([&](int i) {
       NIBBLE_CUDA_CHECK(cudaMemcpyAsync(d, src[i % sources], bytes, cudaMemcpyDeviceToDevice));
-    });
+    }, calls, mode);
     ref.placement_ms.push_back(st.median_ms);
     if (k == 0 || st.median_ms < ref.best.median_ms) ref.best = st;
   }

@@ -103,8 +103,7 @@ int main(int argc, char** argv) {
 
     const void* sources[kBuffers];
     for (int b = 0; b < kBuffers; ++b) sources[b] = x[b];
-    const auto reference = kernel_bench::time_copy_reference<Stats>(
-        [&](const std::function<void(int)>& work) { return kernel_bench::time_calls(work, iters, timing); }, copy_dst, sources, kBuffers, n * 2);
+    const auto reference = kernel_bench::time_copy_reference(iters, timing, copy_dst, sources, kBuffers, n * 2);
     const Stats copy = reference.best;
     std::printf("%-34s %-14s %9.4f  (fastest of the placements:", "d2d copy (reference)", s.name, copy.median_ms);
     for (double ms : reference.placement_ms) std::printf(" %.4f", ms);

@@ -85,8 +85,7 @@ int main(int argc, char** argv) {
     for (const Shape& s : shapes) {
       const int64_t n = s.rows * s.cols;
       const void* sources[2] = {in[0], in[1]};
-      const auto reference = nibble::kernel_bench::time_copy_reference<Stats>(
-          [&](const std::function<void(int)>& run) { return nibble::kernel_bench::time_calls(run, reps, timing); }, dec, sources, 2, n * 2);
+      const auto reference = nibble::kernel_bench::time_copy_reference(reps, timing, dec, sources, 2, n * 2);
       const Stats copy = reference.best;
       const double copy_tbs = 2.0 * n * 2 / (copy.median_ms * 1e-3) / 1e12;
       auto report = [&](const char* kernel, const char* path, double bytes, const Stats& t) {
