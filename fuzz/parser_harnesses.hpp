@@ -7,7 +7,7 @@
 #include <sstream>
 #include <string>
 
-#include "nibble/bench/result.hpp"
+#include "nibble/results/result.hpp"
 #include "nibble/io/npy.hpp"
 #include "nibble/io/safetensors.hpp"
 #include "nibble/law/bench_speedups.hpp"

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "nibble/bench/result.hpp"
+#include "nibble/results/result.hpp"
 #include "nibble/workload/gemm_list.hpp"
 
 namespace nibble::engine {

@@ -2,7 +2,7 @@
 // (roofline with wave quantization and a fitted efficiency per recipe family) plus quantization
 // time by bytes moved. Every number it produces is labelled predicted.
 #pragma once
-#include "nibble/bench/result.hpp"
+#include "nibble/results/result.hpp"
 #include "nibble/workload/gemm_list.hpp"
 
 #include <map>
@@ -88,7 +88,7 @@ struct Calibration {
 
 // The measured `nibble bench --json` result the default calibration is fitted on, in data/calibration/
 // (docs/perf/2026-12-04-h200/session18/run5/bench.json: codonfm-5b, every recipe, pre-quantized + step).
-inline constexpr const char* kMeasuredCalibrationFile = "h200-nibble-bench-2026-12-04-session18.json";
+inline constexpr const char* kMeasuredCalibrationFile = "h200-sxm-2026-12-04.json";
 
 // Measured calibrations of GPUs other than the H200 (whose measurement is the default, above) in
 // data/calibration/, by database name: a prediction for one of them is fitted on that GPU's own
@@ -99,7 +99,7 @@ struct MeasuredCalibrationFile {
   const char* file;  // in data/calibration/
 };
 inline constexpr MeasuredCalibrationFile kMeasuredCalibrationFiles[] = {
-    {"H100 SXM", "h100-nibble-bench-2026-12-05-session25.json"},
+    {"H100 SXM", "h100-sxm-2026-12-05.json"},
 };
 
 // kMeasuredCalibrationFile when present, else data/calibration/h200-spec-reference.json, fitted.

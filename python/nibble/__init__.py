@@ -3,7 +3,7 @@
 `nibble._C` is the compiled extension (nanobind; CPU reference, plus CUDA kernels when built with CUDA).
 `nibble.torch` holds the PyTorch layer (`Linear`, `convert`). The extension is found next to this file
 (installed package) or, in a build tree, in $NIBBLE_BUILD_DIR/python/nibble (set by
-scripts/python_test.sh), so `PYTHONPATH=python NIBBLE_BUILD_DIR=build ...` works without installing.
+tools/python_test.sh), so `PYTHONPATH=python NIBBLE_BUILD_DIR=build ...` works without installing.
 """
 import os as _os
 
@@ -22,5 +22,5 @@ def load_extension():
         raise ImportError(
             "nibble._C is not built: configure with -DNIBBLE_PYTHON=ON "
             "-DPython_EXECUTABLE=$(which python3), build target nibble_python_ext, and set "
-            "NIBBLE_BUILD_DIR=<build folder> (or run scripts/python_test.sh). Cause: " + str(e)) from e
+            "NIBBLE_BUILD_DIR=<build folder> (or run tools/python_test.sh). Cause: " + str(e)) from e
     return _C

@@ -1,5 +1,5 @@
 """mxfp8 and nvfp4 on CUDA tensors through nibble's own quantizers, an exact BF16 decode and cuBLASLt's BF16
-GEMM (the CUDA build of nibble._C: src/python/bind_cuda_mx_nv.cpp, and gemm_cuda of bind_cuda.cpp).
+GEMM (the CUDA build of nibble._C: src/bindings/bind_cuda_mx_nv.cpp, and gemm_cuda of bind_cuda.cpp).
 
 SPEC 4: Hopper has no MXFP8 / NVFP4 GEMM and no exact FP8 re-encoding of either, so every operand is
 quantized by nibble's kernel, decoded exactly to BF16 and multiplied by a BF16 GEMM with FP32 accumulation

@@ -1,5 +1,5 @@
 """fp8-current, fp8-delayed and fp8-block on CUDA tensors through nibble's own kernels and cuBLASLt
-(the CUDA build of nibble._C: src/python/bind_cuda_fp8.cpp, and gemm_cuda).
+(the CUDA build of nibble._C: src/bindings/bind_cuda_fp8.cpp, and gemm_cuda).
 
 The GPU half of nibble.torch.Linear for those recipes; the calls of src/engine/tensor_quantizer_fp8.cu:
   fprop: X and W are each quantized in one pass into the row-wise copy (fprop) and, when a gradient will

@@ -1,5 +1,5 @@
 """mxfp4 on CUDA tensors through nibble's own kernels and cuBLASLt (the CUDA build of nibble._C:
-src/python/bind_cuda_fp4.cpp for the quantizers; the re-encoding, decode and GEMM of bind_cuda.cpp).
+src/bindings/bind_cuda_fp4.cpp for the quantizers; the re-encoding, decode and GEMM of bind_cuda.cpp).
 
 The GPU half of nibble.torch.Linear(recipe="mxfp4") (SPEC 2: 1x32 blocks along each GEMM's inner
 dimension, E2M1 elements, E8M0 scales by the layer's mx_scale_rule: ocp = 2^(floor(log2 amax) - 2), or

@@ -63,7 +63,7 @@ def apply(layer, x):
 
 def extension_lacks(ext, binding=None, what=None, source=None):
     """Why `ext` cannot run a CUDA path: not built, built without CUDA, or (binding given) built before the
-    bindings of `what` in src/python/`source` existed; None when it can."""
+    bindings of `what` in src/bindings/`source` existed; None when it can."""
     if ext is None:
         return "nibble._C is not built (configure with -DNIBBLE_PYTHON=ON, see docs/training.md)"
     if not getattr(ext, "has_cuda", False):

@@ -7,7 +7,7 @@
 #include <stdexcept>
 
 #include "command_registry.hpp"
-#include "nibble/bench/result.hpp"
+#include "nibble/results/result.hpp"
 #include "nibble/predict.hpp"
 #include "nibble/quant/recipe_list.hpp"
 #include "nibble/report.hpp"
@@ -149,7 +149,7 @@ std::function<int()> setup_bench(CLI::App& sub) {
   sub.add_option("--repeat", a->repeat,
                  "run the whole sweep this many times, the recipes in a rotated order each time, and report the "
                  "median of every row over the sweeps plus each sweep's per-layer times (on a power-capped GPU the "
-                 "order recipes run in moves their times by several percent: docs/perf/bench-noise.md)")
+                 "order recipes run in moves their times by several percent: docs/timing-noise.md)")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
   sub.add_option("--json", a->json, "write the full result as JSON");

@@ -8,7 +8,7 @@
 
 #include "command_registry.hpp"
 #include "nibble/quant/recipe_list.hpp"
-#include "nibble/bench/aggregate.hpp"
+#include "nibble/results/aggregate.hpp"
 #include "nibble/predict.hpp"
 #include "nibble/report.hpp"
 #include "nibble/workload.hpp"

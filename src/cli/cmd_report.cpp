@@ -5,7 +5,7 @@
 #include <string>
 
 #include "command_registry.hpp"
-#include "nibble/bench/result.hpp"
+#include "nibble/results/result.hpp"
 #include "nibble/report.hpp"
 
 namespace {

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "nibble/bench/clock_record.hpp"
+#include "nibble/results/clock_record.hpp"
 
 namespace nibble::engine {
 

@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "nibble/cuda/check.hpp"
+#include "nibble/kernels/check.hpp"
 
 namespace nibble::engine {
 

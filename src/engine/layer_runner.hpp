@@ -14,8 +14,8 @@
 #include <memory>
 #include <string>
 
-#include "nibble/bench/result.hpp"
-#include "nibble/cuda/gemm.hpp"
+#include "nibble/results/result.hpp"
+#include "nibble/kernels/gemm.hpp"
 
 namespace nibble::engine {
 

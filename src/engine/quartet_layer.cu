@@ -11,7 +11,7 @@
 // The epilogues are post-GEMM quantization work, so they count in quant_ms of the autocast modes.
 #include "device_buffer.hpp"
 #include "layer_runner.hpp"
-#include "nibble/cuda/quartet.hpp"
+#include "nibble/kernels/quartet.hpp"
 #include "nibble/predict/quant_traffic.hpp"
 #include "reencoded_operand.hpp"
 

@@ -1,6 +1,6 @@
 #include <stdexcept>
 
-#include "nibble/cuda/quartet_fused.hpp"
+#include "nibble/kernels/quartet_fused.hpp"
 
 #include "reencoded_operand.hpp"
 

@@ -9,10 +9,10 @@
 #include <string>
 
 #include "device_buffer.hpp"
-#include "nibble/cuda/gemm.hpp"
-#include "nibble/cuda/quartet.hpp"
-#include "nibble/cuda/reencode.hpp"
-#include "nibble/cuda/scale_layout.hpp"
+#include "nibble/kernels/gemm.hpp"
+#include "nibble/kernels/quartet.hpp"
+#include "nibble/kernels/reencode.hpp"
+#include "nibble/kernels/scale_layout.hpp"
 
 namespace nibble::engine {
 

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "nibble/cuda/gemm.hpp"
+#include "nibble/kernels/gemm.hpp"
 
 namespace nibble::engine {
 

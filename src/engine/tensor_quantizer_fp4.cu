@@ -6,8 +6,8 @@
 #include <string>
 
 #include "device_buffer.hpp"
-#include "nibble/cuda/quantize_fp4.hpp"
-#include "nibble/cuda/quantize_nvfp4.hpp"
+#include "nibble/kernels/quantize_fp4.hpp"
+#include "nibble/kernels/quantize_nvfp4.hpp"
 #include "nibble/quant/recipe_list.hpp"
 #include "reencoded_operand.hpp"
 #include "tensor_quantizer.hpp"

@@ -3,8 +3,8 @@
 #include <stdexcept>
 
 #include "device_buffer.hpp"
-#include "nibble/cuda/quantize_fp8.hpp"
-#include "nibble/cuda/scale_layout.hpp"
+#include "nibble/kernels/quantize_fp8.hpp"
+#include "nibble/kernels/scale_layout.hpp"
 #include "tensor_quantizer.hpp"
 
 namespace nibble::engine {

@@ -2,7 +2,7 @@
 #include <cmath>
 #include <vector>
 
-#include "nibble/cuda/check.hpp"
+#include "nibble/kernels/check.hpp"
 #include "nibble/engine/timing.hpp"
 
 namespace nibble::engine {

@@ -1,7 +1,7 @@
 // Calibration of the performance model: observations (measured times of known shapes) in a data
 // file, and one efficiency factor per recipe family fitted to them by least squares.
 #include "json_fields.hpp"
-#include "nibble/bench/aggregate.hpp"
+#include "nibble/results/aggregate.hpp"
 #include "nibble/predict.hpp"
 #include "nibble/workload/model_sources.hpp"
 

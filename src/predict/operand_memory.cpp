@@ -8,7 +8,7 @@
 #include "nibble/predict.hpp"
 #include "nibble/predict/operand_memory.hpp"
 #include "nibble/quant/recipe_list.hpp"
-#include "nibble/cuda/scale_layout.hpp"
+#include "nibble/kernels/scale_layout.hpp"
 
 namespace nibble::predict {
 namespace {

@@ -1,5 +1,5 @@
 // Two results side by side: the co-design loop (two GPUs, two model configs, before/after a change).
-#include "nibble/bench/aggregate.hpp"
+#include "nibble/results/aggregate.hpp"
 #include "nibble/report/render.hpp"
 #include "number_text.hpp"
 
@@ -30,7 +30,7 @@ std::string render_comparison(const bench::BenchResult& a, const bench::BenchRes
                                 b.command_line);
   if (a.sweeps != b.sweeps)
     out += fmt::format("note: A's rows are medians over {} sweep(s), B's over {} (nibble bench --repeat): a side with "
-                       "one sweep carries more of its run's order and clock effects (docs/perf/bench-noise.md)\n",
+                       "one sweep carries more of its run's order and clock effects (docs/timing-noise.md)\n",
                        a.sweeps, b.sweeps);
   if (a.predicted || b.predicted)
     out += "!!! at least one side is PREDICTED (no measurement): compare with care\n";

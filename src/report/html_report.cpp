@@ -1,7 +1,7 @@
 // The HTML report: one self-contained file (inline CSS and SVG, no script, no external reference)
 // so it can be mailed, archived in docs/perf/ and opened offline.
 #include "nibble/report/interpretation.hpp"
-#include "nibble/bench/aggregate.hpp"
+#include "nibble/results/aggregate.hpp"
 #include "nibble/report/notes.hpp"
 #include "nibble/report/render.hpp"
 #include "number_text.hpp"

@@ -104,7 +104,7 @@ std::vector<std::string> interpretation_lines(const std::vector<bench::RecipeSum
     out.push_back(fmt::format("the GPU's clocks moved during this run (SM clock {:.0f}-{:.0f} MHz, at its power cap in "
                               "{:.0f}% of {} samples{}): rows timed at different moments ran at different clocks, so "
                               "differences of a few percent between rows are within this run's own variation "
-                              "(docs/perf/bench-noise.md).",
+                              "(docs/timing-noise.md).",
                               c.sm_clock_mhz_min, c.sm_clock_mhz_max, 100.0 * c.power_capped_fraction, c.samples,
                               c.thermal_fraction > 0 ? fmt::format(", thermally slowed in {:.0f}%", 100.0 * c.thermal_fraction)
                                                      : std::string()));

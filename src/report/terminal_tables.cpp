@@ -1,5 +1,5 @@
 // The terminal report: fixed-width tables a user reads at a glance, then what the numbers mean.
-#include "nibble/bench/aggregate.hpp"
+#include "nibble/results/aggregate.hpp"
 #include "nibble/report/notes.hpp"
 #include "nibble/report/render.hpp"
 #include "nibble/report/interpretation.hpp"

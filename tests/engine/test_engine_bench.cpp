@@ -12,7 +12,7 @@
 #include <tuple>
 
 #include "gpu_test_support.hpp"
-#include "nibble/bench/aggregate.hpp"
+#include "nibble/results/aggregate.hpp"
 #include "nibble/engine.hpp"
 #include "nibble/predict.hpp"
 #include "nibble/workload.hpp"

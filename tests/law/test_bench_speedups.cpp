@@ -120,7 +120,7 @@ TEST(BenchSpeedups, BadFilesSayWhatIsMissing) {
 // its rows equal those of the per-pass sums the bench's own aggregation wrote into `summary`
 // (gemm_ms + quant_ms per pass), for every mode both recipes ran in.
 TEST(BenchSpeedups, ReadsARealBenchResultAndAgreesWithItsSummary) {
-  const std::string path = "docs/perf/2026-12-02-h200/bench.json";
+  const std::string path = "docs/results/h200-2026-12-02/bench-codonfm-5b.json";
   std::ifstream in(path);
   ASSERT_TRUE(in) << path << " (tests run from the source root)";
   const nlohmann::json bench = nlohmann::json::parse(in);

@@ -1,7 +1,7 @@
 // The predicted benchmark end to end: labels, SPEC section 8 reference, calibration refit.
 #include "nibble/quant/recipe_list.hpp"
-#include "nibble/bench/aggregate.hpp"
-#include "nibble/bench/result.hpp"
+#include "nibble/results/aggregate.hpp"
+#include "nibble/results/result.hpp"
 #include "nibble/predict.hpp"
 #include "nibble/quant/layer_shape_rule.hpp"
 #include "nibble/workload/model_sources.hpp"

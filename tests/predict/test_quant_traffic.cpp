@@ -1,7 +1,7 @@
 // The quantization traffic account (predict/quant_traffic.hpp) that the engine's rows and the
 // predictions share: equal to what the engine reported in a real H200 run, and consistent with itself.
 #include "nibble/quant/recipe_list.hpp"
-#include "nibble/bench/result.hpp"
+#include "nibble/results/result.hpp"
 #include "nibble/predict.hpp"
 #include "nibble/predict/quant_traffic.hpp"
 #include "nibble/workload/model_sources.hpp"

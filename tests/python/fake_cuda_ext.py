@@ -65,7 +65,7 @@ def same(a, b):
 
 
 def scale_index(mode, rows, k):
-    """[rows, k] index into the FP32 scale buffer of a GEMM operand [rows, k] (src/cuda scale_layout.hpp)."""
+    """[rows, k] index into the FP32 scale buffer of a GEMM operand [rows, k] (include/nibble/kernels/scale_layout.hpp)."""
     r = torch.arange(rows).reshape(rows, 1)
     kk = torch.arange(k).reshape(1, k)
     if mode == "per_tensor":
@@ -392,7 +392,7 @@ class FakeCudaExt:
         self.gemms.append(dict(pass_=pass_, a_dtype=a_dtype, b_dtype=b_dtype, a_scale_mode=a_scale_mode,
                                b_scale_mode=b_scale_mode, accumulation=accumulation, operands=operands,
                                out_dtype=out.dtype))
-        # cuBLASLt's rules (src/cuda/gemm_validate.cpp).
+        # cuBLASLt's rules (src/kernels/gemm/gemm_validate.cpp).
         if a_scale_mode in BLOCK_MODES or b_scale_mode in BLOCK_MODES:
             assert a_scale_mode in BLOCK_MODES and b_scale_mode in BLOCK_MODES, "a block mode needs a block partner"
             assert (a_scale_mode, b_scale_mode) != ("blk128x128",) * 2, "no 128x128 x 128x128 on Hopper"

@@ -17,7 +17,7 @@ from fake_cuda_ext import standin
 CUDA_ENTRY_POINTS = {"quartet_forward_e4m3_cuda", "quartet_forward_cuda", "quartet_backward_cuda",
                      "quartet_backward_mxfp4_transposed_cuda", "reencode_mxfp4_e4m3_cuda", "reencode_scale_count",
                      "decode_mxfp4_bf16_cuda", "quartet_epilogue_cuda", "gemm_cuda"}
-FP8_SPLIT_ACC = 2.0 ** -9  # tests/cuda/test_gemm_accuracy.cu: Hopper FP8 split accumulation, of sum |a b|
+FP8_SPLIT_ACC = 2.0 ** -9  # tests/kernels/test_gemm_accuracy.cu: Hopper FP8 split accumulation, of sum |a b|
 
 
 def reference_values(ext, t, role="x", **kw):

@@ -21,7 +21,7 @@ FP8_RECIPES = ("fp8-current", "fp8-delayed", "fp8-block")
 FP8_ENTRY_POINTS = {"amax_bf16_cuda", "quantize_fp8_current_cuda", "cast_transpose_fp8_cuda",
                     "quantize_fp8_delayed_cuda", "update_fp8_delayed_scale_cuda", "quantize_fp8_block_1x128_cuda",
                     "quantize_fp8_block_128x128_cuda", "fp8_block_scale_count"}
-FP8_FAST_ACC, FP8_SPLIT_ACC = 2.0 ** -8, 2.0 ** -9  # tests/cuda/test_gemm_accuracy.cu, of sum |a b|
+FP8_FAST_ACC, FP8_SPLIT_ACC = 2.0 ** -8, 2.0 ** -9  # tests/kernels/test_gemm_accuracy.cu, of sum |a b|
 T, I, O = 256, 384, 128
 
 

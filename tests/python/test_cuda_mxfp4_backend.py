@@ -19,7 +19,7 @@ from conftest import randn
 from fake_cuda_ext import standin
 
 MX_ENTRY_POINTS = {"quantize_mxfp4_cuda", "quantize_mxfp4_rowcol_cuda"}
-FP8_SPLIT_ACC = 2.0 ** -9  # tests/cuda/test_gemm_accuracy.cu: Hopper FP8 split accumulation, of sum |a b|
+FP8_SPLIT_ACC = 2.0 ** -9  # tests/kernels/test_gemm_accuracy.cu: Hopper FP8 split accumulation, of sum |a b|
 T, I, O = 128, 256, 96
 RULES = ("ocp", "round-up")
 

@@ -9,7 +9,7 @@ block scale x tensor scale, as nibble's GEMMs see them), on fresh random data pl
 zeros, float32 subnormals, NaN, elements placed exactly on every rounding tie of the element format, and
 whole tensors scaled by 2^-100 .. 2^100.
 
-The CUDA kernels are bit-exact against the same CPU reference (tests/cuda, label gpu), so this also
+The CUDA kernels are bit-exact against the same CPU reference (tests/kernels, label gpu), so this also
 pins them to an outside definition. QuEST and the backward quantizer are checked here on unrotated
 groups; the Hadamard itself is checked in test_independent_hadamard.py, to float32 rounding (its
 butterfly order is nibble's own).
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 if os.environ.get("NIBBLE_REQUIRE_ML_DTYPES") == "1":
-    import ml_dtypes  # scripts/python_test.sh installs it: CI must run these tests, not skip them
+    import ml_dtypes  # tools/python_test.sh installs it: CI must run these tests, not skip them
 else:
     ml_dtypes = pytest.importorskip("ml_dtypes")
 

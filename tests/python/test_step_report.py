@@ -1,4 +1,4 @@
-"""bench/step_report.py: the step benchmark's HTML report renders every row, escapes what it prints,
+"""benchmarks/step_report.py: the step benchmark's HTML report renders every row, escapes what it prints,
 needs nothing from the network, and refuses malformed input without leaving a file."""
 import json
 import os
@@ -9,7 +9,7 @@ import sys
 import pytest
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-sys.path.insert(0, os.path.join(ROOT, "bench"))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import step_report  # noqa: E402
 
 RECORDED = os.path.join(ROOT, "docs", "perf", "2026-12-03-h200", "session13", "run1", "step-codonfm-5b.json")
@@ -56,7 +56,7 @@ def test_cli_writes_atomically_and_refuses_malformed_input(tmp_path):
     good = tmp_path / "step.json"
     good.write_text(json.dumps(synthetic(random.Random())))
     out = tmp_path / "step.html"
-    p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "step_report.py"), str(good), "--html", str(out)],
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "step_report.py"), str(good), "--html", str(out)],
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert out.read_text().startswith("<!DOCTYPE html>")
@@ -64,7 +64,7 @@ def test_cli_writes_atomically_and_refuses_malformed_input(tmp_path):
     for bad in ('{"results": "x"}', '{"results": [{"recipe": "bf16"}]}', "not json", "[1, 2]"):
         src, dst = tmp_path / "bad.json", tmp_path / "bad.html"
         src.write_text(bad)
-        p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "step_report.py"), str(src), "--html",
+        p = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "step_report.py"), str(src), "--html",
                             str(dst)], capture_output=True, text=True)
         assert p.returncode != 0 and "step_report:" in p.stderr, (bad, p.stderr)
         assert not dst.exists()

@@ -1,4 +1,4 @@
-"""The torch.compile baselines of the kernel benchmark (bench/torch_compile_fp4.py) must do the same math
+"""The torch.compile baselines of the kernel benchmark (benchmarks/torch_compile_fp4.py) must do the same math
 as nibble's kernels, or "never slower than torch.compile" compares different work. Their MXFP4 and NVFP4
 functions, run eagerly on CPU, must give exactly the values of nibble's CPU reference (which the CUDA
 kernels equal bit for bit, GPU tests). Inputs are multiples of 1/64 below 8 in magnitude with a
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-_BENCH = os.path.join(os.path.dirname(__file__), "..", "..", "bench")
+_BENCH = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks")
 sys.path.insert(0, _BENCH)  # torch_compile_fp4 imports its sibling torch_compile_common
 _spec = importlib.util.spec_from_file_location("torch_compile_fp4", os.path.join(_BENCH, "torch_compile_fp4.py"))
 tc = importlib.util.module_from_spec(_spec)

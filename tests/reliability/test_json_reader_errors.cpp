@@ -12,7 +12,7 @@
 #include <random>
 #include <string>
 
-#include "nibble/bench/result.hpp"
+#include "nibble/results/result.hpp"
 #include "nibble/io/safetensors.hpp"
 #include "nibble/law/bench_speedups.hpp"
 #include "nibble/law/fit.hpp"

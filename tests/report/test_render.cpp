@@ -1,6 +1,6 @@
 // Renderings: terminal, CSV schema, self-contained HTML, comparison.
 #include "bench/handmade_result.hpp"
-#include "nibble/bench/aggregate.hpp"
+#include "nibble/results/aggregate.hpp"
 #include "nibble/report.hpp"
 #include "nibble/report/interpretation.hpp"
 #include "test_seed.hpp"

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "nibble/bench/result.hpp"
+#include "nibble/results/result.hpp"
 
 namespace nibble::predict {
 

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "nibble/bench/result.hpp"
+#include "nibble/results/result.hpp"
 #include "nibble/predict/operand_memory.hpp"
 
 namespace nibble::predict {

@@ -1,7 +1,7 @@
 // Writing report files: atomically (a reader never sees half a file), and checked for writability
 // before a long run starts, so a typo in --json does not cost a two-minute sweep.
 #pragma once
-#include "nibble/bench/result.hpp"
+#include "nibble/results/result.hpp"
 
 #include <string>
 #include <string_view>

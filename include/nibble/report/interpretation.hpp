@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "nibble/bench/aggregate.hpp"
+#include "nibble/results/aggregate.hpp"
 
 namespace nibble::report {
 

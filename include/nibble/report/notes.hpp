@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "nibble/bench/result.hpp"
+#include "nibble/results/result.hpp"
 
 namespace nibble::report {
 

@@ -1,6 +1,6 @@
 // Renderings of a benchmark result. All pure: a result in, text out (writing is files.hpp).
 #pragma once
-#include "nibble/bench/result.hpp"
+#include "nibble/results/result.hpp"
 
 #include <string>
 

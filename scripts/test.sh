@@ -1,8 +1,0 @@
-#!/usr/bin/env bash
-# Sets up, builds and runs the whole test suite (cpu tests run; gpu tests skip without a GPU).
-set -euo pipefail
-cd "$(dirname "$0")/.."
-bash scripts/setup.sh
-ctest --test-dir build --output-on-failure -j "$(nproc)"
-# The PyTorch layer (python/nibble) on CPU tensors, against the CPU reference.
-bash scripts/python_test.sh

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs the whole test suite (cpu tests run; gpu tests skip without a GPU).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/setup.sh
+ctest --test-dir build --output-on-failure -j "$(nproc)"
+# The PyTorch layer (python/nibble) on CPU tensors, against the CPU reference.
+bash tools/python_test.sh
