@@ -1,9 +1,9 @@
-// The device-to-device copy that both kernel benchmarks divide by (issue 4's "ratio to the copy measured
-// in the same run"), timed with its destination at several placements inside one buffer; the fastest is
-// the reference. Why: a 4096 x 16384 BF16 weight is exactly 2^27 bytes, and cudaMalloc placed the FP4
-// benchmark's source and destination whole multiples of that apart, where the copy ran at 2.43-2.47 TB/s
-// on an H100 against 2.78 TB/s for the same bytes in the FP8 benchmark (sessions 29-30): a slow reference
-// inflated every weight-row ratio of the FP4 benchmark by ~13%. The copy is the yardstick for what the
+// The device-to-device copy that both kernel benchmarks divide by (each kernel's ratio to a copy measured
+// in the same run), timed with its destination at several placements inside one buffer; the fastest is
+// the reference. Why: a 4096 x 16384 BF16 weight is exactly 2^27 bytes, and cudaMalloc can place the
+// source and destination whole multiples of that apart, where the copy runs at 2.43-2.47 TB/s on an
+// H100 against 2.78 TB/s for the same bytes placed otherwise: such a slow reference inflates every
+// weight-row ratio by ~13%. The copy is the yardstick for what the
 // memory can do, so it must not pay for an unlucky placement; every placement's median goes to the JSON.
 #pragma once
 #include <cuda_runtime.h>

@@ -1,14 +1,14 @@
 // How both kernel benchmarks time a call (and the copy they divide by): CUDA events around each call,
 // median and p10/p90 over the calls, after 3 warm-up calls.
-//  - synced (the default, the method of every record in docs/perf): the host waits for each call before it
-//    enqueues the next, so a call's time also holds the host's launch latency wherever the GPU finishes an
-//    operation before the next one arrives;
+//  - synced (the default): the host waits for each call before it enqueues the next, so a call's time
+//    also holds the host's launch latency wherever the GPU finishes an operation before the next one
+//    arrives;
 //  - queued (--timing queued): the calls are enqueued back to back with their events and the host waits once
 //    at the end, so each call's time is what it takes on the GPU with its work already queued, as in a
 //    training step, where the host runs ahead of the GPU.
 // Either way the events bracket exactly one call, so a call's own gaps between its kernels count. On an
-// H100 (session 31, docs/perf/2026-12-06-h100-session31.md) queued timing took 1.1-4.9 us off every call,
-// the copy's included: ratios to the copy moved by -1% to +6%, none across an issue 4 target.
+// H100 queued timing takes 1.1-4.9 us off every call, the copy's included: ratios to the copy move by
+// -1% to +6%.
 #pragma once
 #include <cuda_runtime.h>
 

@@ -35,7 +35,7 @@ constexpr int64_t T = 15872, H = 4096, F = 16384;
 struct Shape {
   const char* layer;
   nc::Pass pass;
-  int64_t m, k, n;  // SPEC section 5: fprop M=T,K=I,N=O; dgrad M=T,K=O,N=I; wgrad M=I,K=T,N=O
+  int64_t m, k, n;  // docs/spec.md §5: fprop M=T,K=I,N=O; dgrad M=T,K=O,N=I; wgrad M=I,K=T,N=O
 };
 const Shape kShapes[] = {
     {"qkv", nc::Pass::fprop, T, H, 3 * H},      {"qkv", nc::Pass::dgrad, T, 3 * H, H},

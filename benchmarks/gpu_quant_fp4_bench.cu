@@ -136,8 +136,8 @@ int main(int argc, char** argv) {
       return cuda::quantize_mxfp4(x[i % kBuffers], cuda::Fp4DenseType::bf16, s.rows, s.cols, quant::MxScaleRule::ocp, {},
                                   {codes, scales, nullptr}, nullptr);
     });
-    // Both MXFP4 copies a training step needs from one read (64x128 tile); the old engine path read
-    // and wrote a BF16 transpose first (4n bytes more) and ran "mxfp4 ocp" twice.
+    // Both MXFP4 copies a training step needs from one read (64x128 tile), instead of writing and reading a
+    // BF16 transpose (4n bytes more) and running "mxfp4 ocp" twice.
     run("mxfp4 ocp row+col (64x128 tile)", 2 * nb + 2 * mxfp4_out, [&](int i) {
       return cuda::quantize_mxfp4_rowcol(x[i % kBuffers], cuda::Fp4DenseType::bf16, s.rows, s.cols,
                                          quant::MxScaleRule::ocp, {}, {codes, scales, nullptr},
@@ -161,9 +161,9 @@ int main(int argc, char** argv) {
                                             {codes, scales, mask}, nullptr);
     });
     // Re-encoding an MXFP4 operand for the FP8 GEMM (reads codes + scales, writes E4M3 + row scales), as the
-    // mxfp4 recipe does: from the row+col tile's row-wise copy of x[0], in each scale layout (until session
-    // 30 both rows read whatever the Quartet forward row had left, grid scales, so the tiled row read grid
-    // bytes as tiles); then the fused kernel that does both in one pass (with and without the MXFP4 planes).
+    // mxfp4 recipe does: from the row+col tile's row-wise copy of x[0], written in the scale layout each row
+    // reads (prepare), so the tiled row never reads grid bytes as tiles; then the fused kernel that does both
+    // in one pass (with and without the MXFP4 planes).
     auto mxfp4_rows_of_x0 = [&](cuda::MxScaleLayout layout) {
       return [&, layout] {
         (void)cuda::quantize_mxfp4_rowcol(x[0], cuda::Fp4DenseType::bf16, s.rows, s.cols, quant::MxScaleRule::ocp, {},

@@ -19,7 +19,7 @@ _UP_EQ = [0.75, 1.75, 3.5]        # greater or equal rounds up
 def e2m1_codes(v):
     a = v.abs()
     code = sum((a > t).to(torch.uint8) for t in _UP) + sum((a >= t).to(torch.uint8) for t in _UP_EQ)
-    return code | ((v < 0).to(torch.uint8) << 3)
+    return code | (torch.signbit(v).to(torch.uint8) << 3)
 
 
 def pack(codes):
@@ -36,11 +36,13 @@ def mxfp4_ocp(x):
     return pack(q.view(x.shape[0], -1)), (k + 127).to(torch.uint8)
 
 
-# NVFP4 (SPEC section 2), the same math as src/kernels/fp4/quantize_nvfp4.cu on finite inputs: per copy a global
-# decode scale s = amax / (6 * 448) (1 when amax is 0), block scale UE4M3 = RN((amax_block / 6) / s),
-# elements RN_E2M1(v / (decode(block scale) * s)) (code 0 where that divisor is 0); the column-wise copy
-# (of x^T) with the 16-point random Hadamard transform (signs applied first, then H16 / 4).
-_NVFP4_SIGN_MASK = 0x3A5C  # quant::kNvfp4RhtSignMask: bit j set -> element j negated
+# NVFP4 (docs/spec.md §2, Transformer Engine's recipe; docs/recipes.md), the same math as
+# src/kernels/fp4/quantize_nvfp4.cu on finite inputs: per copy a global encode scale S_enc = min(6 * 448 / amax,
+# FLT_MAX) (1 when amax is 0) and decode scale S_dec = 1 / S_enc, block scale UE4M3 = RN(amax_block * (S_enc *
+# fl(1/6))), elements RN_E2M1(v * min(1 / (decode(block scale) * S_dec), FLT_MAX)); the column-wise copy (of x^T)
+# with the 16-point random Hadamard transform (signs applied first, then H16 / 4), its output rounded to BF16.
+_NVFP4_SIGN_MASK = 0xD7E8  # quant::kNvfp4RhtSignMask (TE's wgrad sign vector): bit j set -> element j negated
+_FLT_MAX = torch.finfo(torch.float32).max
 _E4M3_MAX, _E2M1_MAX = 448.0, 6.0
 
 
@@ -69,18 +71,19 @@ def ue4m3_rn(y):
 
 def _nvfp4_groups(g, block_amax):
     amax = g.abs().amax()
-    s = torch.where((amax > 0) & torch.isfinite(amax), amax / (_E2M1_MAX * _E4M3_MAX), torch.ones_like(amax))
-    code, dec = ue4m3_rn(block_amax / _E2M1_MAX / s)
-    d = dec * s
-    q = torch.where(d > 0, e2m1_codes(g / d), torch.zeros_like(g, dtype=torch.uint8))
-    return q, code, s
+    s_enc = (torch.full_like(amax, _E4M3_MAX * _E2M1_MAX) / amax).clamp(max=_FLT_MAX)
+    s_enc = torch.where((amax == 0) | (s_enc == 0), torch.ones_like(s_enc), s_enc)
+    s_dec = torch.ones_like(s_enc) / s_enc
+    code, dec = ue4m3_rn(block_amax * (s_enc * torch.full_like(s_enc, 1.0 / _E2M1_MAX)))
+    e = (torch.ones_like(dec) / (dec * s_dec)).clamp(max=_FLT_MAX)
+    return e2m1_codes(g * e), code, s_dec
 
 
 def nvfp4_1x16(t, rht_matrix=None):
     """One copy of a [rows, cols] tensor, 1x16 blocks along cols: (packed codes, scale codes, global scale)."""
     g = t.float().reshape(t.shape[0], -1, 16)
     if rht_matrix is not None:
-        g = g @ rht_matrix
+        g = (g @ rht_matrix).to(torch.bfloat16).float()
     q, code, s = _nvfp4_groups(g, g.abs().amax(-1, keepdim=True))
     return pack(q.reshape(t.shape[0], -1)), code.reshape(t.shape[0], -1), s
 

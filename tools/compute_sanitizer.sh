@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# compute-sanitizer over the GPU test binaries (run by the lead on the H200 after a GPU build into
+# compute-sanitizer over the GPU test binaries (run on a GPU machine after a GPU build into
 # build-gpu/). memcheck and initcheck run every test; racecheck and synccheck (much slower: they
 # instrument every shared-memory access) run a filter that still launches every kernel family once.
 # Any tool error fails the script (--error-exitcode). Logs: build-gpu/compute-sanitizer/<tool>-<test>.log

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Markdown tables from the JSON files one GPU run wrote (nibble bench, gpu_gemm_bench, the kernel
-benchmarks, the Triton and torch.compile comparisons), for docs/perf/. Reads what exists in DIR."""
+benchmarks, the Triton and torch.compile comparisons), for the performance docs; DIR is one result folder
+(docs/results/<gpu>-<date>/ or a fresh output folder). Reads what exists in DIR."""
 import json
 import os
 import sys
@@ -73,7 +74,7 @@ TORCH_TO_NIBBLE = {
 
 
 def versus_torch_table(kernels, torch_runs):
-    """nibble's kernel vs torch.compile of the same math, same tensor, same call (issue 4: never slower)."""
+    """nibble's kernel vs torch.compile of the same math, same tensor, same call (nibble's kernels aim never to be slower)."""
     ms = {}
     for k in kernels:
         for r in k["results"]:

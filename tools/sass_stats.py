@@ -5,10 +5,10 @@ For each kernel of a compiled object (default: every object of build/src/kernels
 instruction count, registers, spills and shared memory (cuobjdump -res-usage), how many subroutine
 CALLs it contains (a 64-bit integer division or a generic fallback is a CALL: a CALL inside a hot loop
 costs tens of instructions per iteration) and its most frequent opcodes. Static counts are not executed
-counts (branches, loops): Nsight Compute on a GPU gives those (tools/gpu_ncu_fp4.sh); this is for
-reading a kernel's code before spending device time on it (docs/kernels-fp4.md).
+counts (branches, loops): Nsight Compute (ncu) on a GPU gives those; this is for reading a kernel's
+code before spending device time on it (docs/kernels-fp4.md).
 
-cuobjdump is not in the CUDA toolkit of our build machine; `--install` puts NVIDIA's wheels from PyPI
+cuobjdump is missing from some CUDA toolkit installs; `--install` puts NVIDIA's wheels from PyPI
 (nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm) into .venv-sass and uses them from there.
 
 Usage: sass_stats.py [--install] [--top N] [OBJECT.o ...] [--kernel REGEX]

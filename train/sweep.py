@@ -1,4 +1,4 @@
-"""The scaling-law sweep (issue 10): model sizes x tokens-per-parameter x recipes, one training run per
+"""The scaling-law sweep (docs/spec.md §7): model sizes x tokens-per-parameter x recipes, one training run per
 GPU at a time, launched by PyTorch's own launcher:
 
     torchrun --standalone --nproc_per_node=8 train/sweep.py --out out/sweep

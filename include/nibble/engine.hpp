@@ -24,6 +24,9 @@ struct EngineOptions {
   bool te_settings_for_per_gemm = true;
   std::string baseline = "fp8-delayed";
   std::string command_line;
+  // Micro-batches per optimizer step: the step mode times the weight quantization apart and counts it once
+  // per grad_accum micro-batches (bench::amortise_weight_quant).
+  int grad_accum = 1;
   // Called after each (layer, recipe) with a fraction done, for a progress bar.
   std::function<void(double, const std::string&)> progress;
 };

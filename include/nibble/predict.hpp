@@ -39,7 +39,7 @@ std::vector<GpuSpec> load_gpu_database(const std::string& path);
 // std::invalid_argument listing the known GPUs.
 const GpuSpec& find_gpu(const std::vector<GpuSpec>& gpus, std::string_view name);
 
-// How a recipe's GEMM would execute on a GPU (SPEC section 4).
+// How a recipe's GEMM would execute on a GPU (docs/spec.md §4).
 struct Execution {
   std::string family;       // efficiency key: bf16, bf16-decoded, fp8-tensor, fp8-block, fp8-rowwise, mx-native, fp4-native
   std::string path;         // the bench::path string it would report
@@ -62,6 +62,9 @@ double gemm_ms(const Shape& shape, const Execution& exec, const GpuSpec& gpu, do
 // belongs to (predict/quant_traffic.hpp, the engine's account too), native formats on Blackwell.
 double quant_bytes(std::string_view recipe, const std::string& pass, bench::Mode mode, const Shape& shape,
                    const GpuSpec& gpu);
+// The weight's part of quant_bytes (predict/quant_traffic.hpp: pass_weight_quant_bytes).
+double weight_quant_bytes(std::string_view recipe, const std::string& pass, bench::Mode mode, const Shape& shape,
+                          const GpuSpec& gpu);
 
 // Calibration: measured times of known shapes per family, and the efficiencies fitted to them.
 struct Observation {
@@ -87,13 +90,13 @@ struct Calibration {
 };
 
 // The measured `nibble bench --json` result the default calibration is fitted on, in data/calibration/
-// (docs/perf/2026-12-04-h200/session18/run5/bench.json: codonfm-5b, every recipe, pre-quantized + step).
+// (nibble bench on an H200 SXM, 2026-12-04: codonfm-5b, every recipe, pre-quantized + step).
 inline constexpr const char* kMeasuredCalibrationFile = "h200-sxm-2026-12-04.json";
 
 // Measured calibrations of GPUs other than the H200 (whose measurement is the default, above) in
 // data/calibration/, by database name: a prediction for one of them is fitted on that GPU's own
-// measurement (docs/perf/2026-12-05-h100/session25/run3/bench.json for the H100: codonfm-5b, every
-// recipe, pre-quantized + step, session 25's kernels).
+// measurement (for the H100: nibble bench on an H100 SXM, 2026-12-05: codonfm-5b, every recipe,
+// pre-quantized + step).
 struct MeasuredCalibrationFile {
   const char* gpu;   // database name
   const char* file;  // in data/calibration/
@@ -112,8 +115,8 @@ Calibration load_calibration(const std::string& path);  // fitted against its ow
 // families without observations borrow: fp8-* and native families from fp8-tensor, else bf16.
 void fit(Calibration& calibration, const GpuSpec& measured_on);
 // Observations from every ok pre-quantized row of a measured result (one per row) plus the
-// quantizer bandwidth fraction from its autocast rows; fitted. This is the one call the lead
-// makes once our own H200 JSON exists.
+// quantizer bandwidth fraction from its autocast rows; fitted. Calibrating on a new GPU is this one
+// call on that GPU's measured JSON.
 Calibration calibration_from_result(const bench::BenchResult& measured, const GpuSpec& gpu);
 // Efficiency of a family (after fit); throws std::logic_error when calibration was never fitted.
 double efficiency_of(const Calibration& calibration, const std::string& family);
@@ -122,6 +125,8 @@ struct PredictOptions {
   std::string baseline_recipe = "fp8-delayed";
   std::string command_line;
   const Calibration* calibration = nullptr;  // nullptr: calibration_for(the GPU)
+  // Micro-batches per optimizer step: step-mode weight quantization counted once per grad_accum of them.
+  int grad_accum = 1;
 };
 
 // The benchmark a GPU would produce, as a BenchResult with predicted = true, every row's path

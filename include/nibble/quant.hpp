@@ -1,4 +1,4 @@
-// Layer 2: recipes and the CPU reference of every quantizer (SPEC 2-4).
+// Layer 2: recipes and the CPU reference of every quantizer (docs/spec.md §2-4).
 #pragma once
 #include "nibble/quant/amax.hpp"
 #include "nibble/quant/amax_history.hpp"

@@ -1,9 +1,10 @@
-"""nibble: FP8/FP4 transformer-training recipes (SPEC 2-3) for Python.
+"""nibble: FP8/FP4 transformer-training recipes (docs/spec.md §2-3) for Python.
 
 `nibble._C` is the compiled extension (nanobind; CPU reference, plus CUDA kernels when built with CUDA).
-`nibble.torch` holds the PyTorch layer (`Linear`, `convert`). The extension is found next to this file
-(installed package) or, in a build tree, in $NIBBLE_BUILD_DIR/python/nibble (set by
-tools/python_test.sh), so `PYTHONPATH=python NIBBLE_BUILD_DIR=build ...` works without installing.
+`nibble.torch` holds the PyTorch layer (`Linear`, `convert`), `nibble.backends` the ways it quantizes.
+The extension is found next to this file (installed by `pip install .`) or, in a build tree, in
+$NIBBLE_BUILD_DIR/python/nibble (set by tools/python_test.sh), so `PYTHONPATH=python NIBBLE_BUILD_DIR=build ...`
+works without installing.
 """
 import os as _os
 
@@ -16,11 +17,5 @@ __all__ = ["load_extension"]
 
 def load_extension():
     """Return nibble._C, or raise ImportError saying how to build it."""
-    try:
-        from . import _C
-    except ImportError as e:
-        raise ImportError(
-            "nibble._C is not built: configure with -DNIBBLE_PYTHON=ON "
-            "-DPython_EXECUTABLE=$(which python3), build target nibble_python_ext, and set "
-            "NIBBLE_BUILD_DIR=<build folder> (or run tools/python_test.sh). Cause: " + str(e)) from e
-    return _C
+    from ._ext import load_extension as load
+    return load()

@@ -1,9 +1,9 @@
-"""nibble.torch: a drop-in nn.Linear whose three GEMMs follow a nibble recipe (SPEC 2-3).
+"""nibble.torch: a drop-in nn.Linear whose three GEMMs follow a nibble recipe (docs/spec.md §2-3).
 
     layer = nibble.torch.Linear(1024, 4096, recipe="quartet", backward_rounding="stochastic")
     model = nibble.torch.convert(model, "fp8-delayed")          # embeddings / lm_head stay high precision
 
-GEMM operands (SPEC 5): fprop X[T,I] . W[O,I]^T, dgrad dY[T,O] . (W^T)[I,O]^T, wgrad dY^T[O,T] . (X^T)[I,T]^T;
+GEMM operands (docs/spec.md §5): fprop X[T,I] . W[O,I]^T, dgrad dY[T,O] . (W^T)[I,O]^T, wgrad dY^T[O,T] . (X^T)[I,T]^T;
 each operand is quantized along its GEMM's inner dimension with its role's rule (x, w, dy). The GEMM
 itself runs in float32 on the dequantized values (exact products; float32 accumulation), so the
 numbers equal what an exact low-precision GEMM computes, up to summation order.
@@ -14,9 +14,13 @@ import warnings
 import torch
 from torch import nn
 
-from . import backends
+from ._ext import extension, load_extension, recipe_names
+from .backends import decoded, emulated, fp8, mxfp4, quartet, reference
+from .seeds import mix, quartet_backward_seed  # noqa: F401  (quartet_backward_seed: part of this module's API)
 
-RECIPES = ("bf16", "fp8-delayed", "fp8-current", "fp8-block", "mxfp8", "nvfp4", "mxfp4", "quartet")
+# The C++ table's names (include/nibble/quant/recipe_list.hpp) through nibble._C; without the extension,
+# the recipes the torch emulation implements (the only backend that runs then).
+RECIPES = recipe_names(extension()) if extension() is not None else emulated.RECIPES
 _ROLE_INDEX = {"x": 0, "w": 1, "dy": 2}
 _BLOCK_ALONG_K = {"bf16": 1, "fp8-delayed": 1, "fp8-current": 1, "fp8-block": 128, "mxfp8": 32, "mxfp4": 32,
                   "nvfp4": 16, "quartet": 32}
@@ -25,25 +29,11 @@ CUDA_RECIPES = ("quartet", "fp8-current", "fp8-delayed", "fp8-block", "mxfp4", "
 _WARNED_CUDA_FALLBACK = set()
 _FP8_CUDA_RECIPES = ("fp8-current", "fp8-delayed", "fp8-block")  # backend cuda needs features % 16
 _DEFAULTS = dict(backward_rounding="nearest", hadamard_size=32, rotate=True, forward_quantizer="quest",
-                 mx_scale_rule="ocp", margin=0, window=1024, backend="auto", check_finite=True)
+                 mx_scale_rule="default", margin=0, window=1024, backend="auto", check_finite=True)
 
 
 class NonFiniteError(FloatingPointError):
     """A training step produced NaN or inf; the message names the step and the layer."""
-
-
-def _mix(seed, step, salt):
-    # splitmix64-style mixing: distinct, reproducible seeds per (layer, step, purpose).
-    z = (seed + 0x9E3779B97F4A7C15 * (step + 1) + 0xBF58476D1CE4E5B9 * salt) & 0xFFFFFFFFFFFFFFFF
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
-    return (z ^ (z >> 31)) & 0x7FFFFFFFFFFFFFFF
-
-
-def quartet_backward_seed(seed, step):
-    """The sign (and stochastic-rounding) seed of a Quartet layer's backward at `step`: one per layer per
-    step, shared by the dgrad rotation (dY, Wq^T along O) and the wgrad rotation (dY^T, Xq^T along T)."""
-    return _mix(seed, step, 1)
 
 
 class _RecipeLinearFunction(torch.autograd.Function):
@@ -60,7 +50,7 @@ class _RecipeLinearFunction(torch.autograd.Function):
             wq, _ = layer._quantize(be, weight, "w", 1)
             # Per-tensor recipes: the transposed copies hold the same values; block recipes requantize
             # X^T and W^T along their own inner dimension in backward, from the high-precision tensors.
-            ctx.save_for_backward(*((xq, wq) if recipe in backends.PER_TENSOR else (x, weight)))
+            ctx.save_for_backward(*((xq, wq) if recipe in emulated.PER_TENSOR else (x, weight)))
         layer.last_path = p
         y = xq @ wq.t()
         if bias is not None:
@@ -72,7 +62,7 @@ class _RecipeLinearFunction(torch.autograd.Function):
     def backward(ctx, dy):
         layer, be, recipe, step = ctx.layer, ctx.be, ctx.layer.recipe, ctx.step
         dy = dy.contiguous().float()
-        seed_d, seed_w = _mix(layer.seed, step, 1), _mix(layer.seed, step, 2)
+        seed_d, seed_w = mix(layer.seed, step, 1), mix(layer.seed, step, 2)
         if recipe == "quartet":
             # One sign seed per layer per step for both rotations (as src/engine/quartet_layer.cu), so
             # the CUDA backend quantizes dY once into its row-wise and column-wise copies.
@@ -85,7 +75,7 @@ class _RecipeLinearFunction(torch.autograd.Function):
             a, _ = be.quartet_backward(dy.t().contiguous(), seed_b, sr)    # dY^T along T
             b, _ = be.quartet_backward(xq.t().contiguous(), seed_b, sr)    # Xq^T along T, same signs
             dw = be.quartet_epilogue(a @ b.t(), mw)
-        elif recipe in backends.PER_TENSOR:
+        elif recipe in emulated.PER_TENSOR:
             xq, wq = ctx.saved_tensors
             dyq, p = layer._quantize(be, dy, "dy", 2, seed=seed_d)
             dx, dw = dyq @ wq, dyq.t() @ xq
@@ -108,10 +98,11 @@ class Linear(nn.Module):
     """nn.Linear with nibble's recipe on all three GEMMs.
 
     recipe_options: backward_rounding (quartet: nearest | stochastic), hadamard_size (16/32/64/128),
-    rotate (bool), forward_quantizer (quest | absmax), mx_scale_rule (ocp | round-up), margin and window
+    rotate (bool), forward_quantizer (quest | absmax), mx_scale_rule (default = te for mxfp8 and ocp for
+    mxfp4 | te (alias round-up) | ocp), margin and window
     (fp8-delayed), backend (auto | reference | emulated | cuda; auto = reference on CPU tensors; on CUDA
-    tensors cuda = nibble's own kernels and cuBLASLt for the recipes CUDA_RECIPES (nibble.quartet_cuda,
-    nibble.fp8_cuda, nibble.mxfp4_cuda, and nibble.decoded_cuda for mxfp8 and nvfp4: exact BF16 decodes
+    tensors cuda = nibble's own kernels and cuBLASLt for the recipes CUDA_RECIPES (nibble.backends.quartet,
+    fp8, mxfp4, and nibble.backends.decoded for mxfp8 and nvfp4: exact BF16 decodes
     for BF16 GEMMs, as Hopper has no MXFP8 / NVFP4 GEMM; auto falls back to emulated with a warning when
     the extension lacks them or the shape does not fit them), emulated for the other recipes),
     check_finite (raise NonFiniteError naming step and layer). Buffers (in the state_dict):
@@ -127,6 +118,12 @@ class Linear(nn.Module):
         if unknown:
             raise ValueError(f"unknown recipe options {sorted(unknown)}; valid: {sorted(_DEFAULTS)}")
         self.options = {**_DEFAULTS, **recipe_options}
+        rule = self.options["mx_scale_rule"]
+        if rule not in ("default", "te", "round-up", "ocp"):
+            raise ValueError(f"mx_scale_rule {rule!r} is unknown; valid: default, te (alias round-up), ocp")
+        # One name per rule from here on (the default is docs/recipes.md's: te for mxfp8, ocp for mxfp4).
+        self.options["mx_scale_rule"] = ("te" if recipe == "mxfp8" else "ocp") if rule == "default" else \
+            ("te" if rule == "round-up" else rule)
         if self.options["backward_rounding"] not in ("nearest", "stochastic"):
             raise ValueError("backward_rounding must be nearest or stochastic")
         if self.options["backend"] not in BACKENDS:
@@ -162,7 +159,7 @@ class Linear(nn.Module):
         self.forget_history_state()
 
     def forget_history_state(self):
-        """Forget which fp8-delayed amax histories are known non-empty (nibble.fp8_cuda reads amax_filled
+        """Forget which fp8-delayed amax histories are known non-empty (nibble.backends.fp8 reads amax_filled
         back again at the next pass). load_state_dict calls it; call it after editing amax_filled by hand."""
         self._delayed_nonempty = [False, False, False]
 
@@ -186,16 +183,15 @@ class Linear(nn.Module):
         if choice == "auto":
             choice = "reference" if x.device.type == "cpu" else "emulated"
         if choice == "emulated":
-            return backends.EmulatedBackend(self.options)
+            return emulated.EmulatedBackend(self.options)
         if self._ext is None:
-            from . import load_extension
             self._ext = load_extension()
-        return backends.ReferenceBackend(self._ext, self.options)
+        return reference.ReferenceBackend(self._ext, self.options)
 
     def _cuda_kernels(self, x):
-        """The module that runs this call on nibble's CUDA kernels (nibble.quartet_cuda for quartet,
-        nibble.mxfp4_cuda for mxfp4, nibble.decoded_cuda for mxfp8 and nvfp4, nibble.fp8_cuda for the fp8
-        recipes), or None: a recipe of CUDA_RECIPES on a CUDA tensor with backend cuda, or auto when the
+        """The module that runs this call on nibble's CUDA kernels (nibble.backends.quartet for quartet,
+        nibble.backends.mxfp4 for mxfp4, nibble.backends.decoded for mxfp8 and nvfp4, nibble.backends.fp8 for
+        the fp8 recipes), or None: a recipe of CUDA_RECIPES on a CUDA tensor with backend cuda, or auto when the
         extension has the kernels and the shape fits them (else auto warns once per reason and emulates,
         and cuda raises)."""
         choice = self.options["backend"]
@@ -205,9 +201,7 @@ class Linear(nn.Module):
         self._cuda_fallback = None
         if self.recipe not in CUDA_RECIPES or x.device.type != "cuda" or choice not in ("auto", "cuda"):
             return None
-        from . import decoded_cuda, fp8_cuda, mxfp4_cuda, quartet_cuda
-        module = {"quartet": quartet_cuda, "mxfp4": mxfp4_cuda, "mxfp8": decoded_cuda,
-                  "nvfp4": decoded_cuda}.get(self.recipe, fp8_cuda)
+        module = {"quartet": quartet, "mxfp4": mxfp4, "mxfp8": decoded, "nvfp4": decoded}.get(self.recipe, fp8)
         reason = module.unavailable_for(self, x)
         if reason is None:
             return module
@@ -293,7 +287,7 @@ def convert(model, recipe, skip=DEFAULT_SKIP, **recipe_options):
         if not isinstance(child, nn.Linear) or any(p.search(name) for p in patterns):
             continue
         new = Linear(child.in_features, child.out_features, bias=child.bias is not None, recipe=recipe,
-                     device=child.weight.device, dtype=child.weight.dtype, seed=_mix(0x6E6962626C65, idx, 3), **recipe_options)
+                     device=child.weight.device, dtype=child.weight.dtype, seed=mix(0x6E6962626C65, idx, 3), **recipe_options)
         with torch.no_grad():
             new.weight.copy_(child.weight)
             if child.bias is not None:

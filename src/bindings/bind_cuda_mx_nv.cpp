@@ -185,11 +185,11 @@ void bind_cuda_mx_nv(nb::module_& m) {
   using namespace nb::literals;
   const uint64_t default_seed = quant::QuantOptions{}.seed;  // the CPU reference's default
   m.def("quantize_mxfp8_cuda", &quantize_mxfp8, "x"_a, "rowwise_codes"_a = nb::none(), "rowwise_scales"_a = nb::none(),
-        "colwise_codes"_a = nb::none(), "colwise_scales"_a = nb::none(), nb::kw_only(), "scale_rule"_a = "ocp",
+        "colwise_codes"_a = nb::none(), "colwise_scales"_a = nb::none(), nb::kw_only(), "scale_rule"_a = "default",
         "stochastic"_a = false, "seed"_a = default_seed, "stream"_a = 0,
         "MXFP8 quantizer (quantize_fp8.hpp) of x [rows, cols] (bfloat16, rows and cols multiples of 32) into the "
         "row-wise copy (E4M3 codes [rows, cols], E8M0 scales [rows, cols/32]) and/or the column-wise copy (the planes "
-        "of x^T [cols, rows]) from one read; scale_rule ocp | round-up. Each copy equals the CPU reference's "
+        "of x^T [cols, rows]) from one read; scale_rule default (te) | te | ocp. Each copy equals the CPU reference's "
         "quantize(x or x^T, 'mxfp8', rounding, seed=seed, mx_scale_rule=scale_rule). Returns the kernel path.");
   m.def("decode_mxfp8_bf16_cuda", &decode_mxfp8, "codes"_a, "scales"_a, "out"_a, nb::kw_only(),
         "transpose_out"_a = false, "stream"_a = 0,

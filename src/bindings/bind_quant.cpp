@@ -22,10 +22,15 @@ Rounding parse_rounding(const std::string& s) {
   if (s == "stochastic") return Rounding::stochastic;
   throw std::invalid_argument("rounding '" + s + "' is unknown; use by-recipe, nearest or stochastic");
 }
-MxScaleRule parse_mx_rule(const std::string& s) {
-  if (s == "ocp") return MxScaleRule::ocp;
-  if (s == "round-up" || s == "round_up") return MxScaleRule::round_up;
-  throw std::invalid_argument("mx_scale_rule '" + s + "' is unknown; use ocp or round-up");
+// "default" (or None from Python) = the recipe's default_mx_scale_rule.
+std::optional<MxScaleRule> parse_mx_rule(const std::string& s) {
+  if (s == "default") return std::nullopt;
+  return parse_mx_scale_rule(s);
+}
+DelayedFirstStep parse_first_step(const std::string& s) {
+  if (s == "te") return DelayedFirstStep::te;
+  if (s == "own_amax" || s == "own-amax") return DelayedFirstStep::own_amax;
+  throw std::invalid_argument("first_step '" + s + "' is unknown; use te (scale 1, Transformer Engine) or own_amax");
 }
 ForwardQuantizer parse_forward(const std::string& s) {
   if (s == "quest") return ForwardQuantizer::quest;
@@ -49,7 +54,7 @@ nb::dict quantize_py(const HostMatrix& x, const std::string& recipe, const std::
                      const std::string& rounding, const std::string& mx_scale_rule, int hadamard_size, bool rotate,
                      const std::string& forward_quantizer, bool nvfp4_rht, int margin,
                      std::optional<nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>> amax_history,
-                     int window) {
+                     int window, const std::string& first_step) {
   const int64_t rows = static_cast<int64_t>(x.shape(0)), cols = static_cast<int64_t>(x.shape(1));
   QuantOptions o;
   const Recipe r = parse_recipe(recipe);
@@ -68,9 +73,10 @@ nb::dict quantize_py(const HostMatrix& x, const std::string& recipe, const std::
   if (amax_history) {
     if (r != Recipe::fp8_delayed) throw std::invalid_argument("amax_history is only used by recipe fp8-delayed; pass None");
     if (window < 1) throw std::invalid_argument("window must be >= 1 (steps of amax history)");
-    history.emplace(window, margin);
+    history.emplace(window, margin, parse_first_step(first_step));
+    const float fmax = element_max(o.role == Role::dy ? ElementFormat::e5m2 : ElementFormat::e4m3);
     const float* h = amax_history->data();
-    for (size_t i = 0; i < amax_history->shape(0); ++i) history->record(h[i]);
+    for (size_t i = 0; i < amax_history->shape(0); ++i) history->record(h[i], fmax);
     o.history = &*history;
   }
   float amax;
@@ -96,6 +102,20 @@ nb::dict quantize_py(const HostMatrix& x, const std::string& recipe, const std::
   } else {
     d["mask"] = nb::none();
   }
+  if (q.element != ElementFormat::bf16) {
+    // The element codes one per byte (E2M1 unpacked: sign in bit 3) and the raw scale codes of the
+    // block grid (E8M0 / UE4M3; empty for FP32 scales), so a caller can compare codes, not only values.
+    std::vector<uint8_t> codes(static_cast<size_t>(rows * cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) codes[static_cast<size_t>(r * cols + c)] = q.code_at(r, c);
+    }
+    d["codes"] = nb::cast(to_numpy(std::move(codes), rows, cols));
+  } else {
+    d["codes"] = nb::none();
+  }
+  std::vector<uint8_t> scale_codes = q.scale_codes;
+  const int64_t n_scale_codes = static_cast<int64_t>(scale_codes.size());
+  d["scale_codes"] = nb::cast(to_numpy(std::move(scale_codes), 1, n_scale_codes));
   d["prescale"] = q.prescale;
   d["tensor_scale"] = q.tensor_scale;
   d["rotation_size"] = q.rotation.size;
@@ -131,15 +151,24 @@ nb::ndarray<nb::numpy, float, nb::ndim<2>> epilogue_py(const HostMatrix& g, cons
 
 void bind_quant(nb::module_& m) {
   m.attr("recipes") = nb::str(recipe_name_list().c_str());
+  // The recipe names in recipe_list.hpp's order: nibble.torch's list of recipes.
+  nb::list recipe_names;
+  for (std::string_view n : kRecipeNames) recipe_names.append(nb::str(n.data(), n.size()));
+  m.attr("recipe_names") = nb::tuple(recipe_names);
   m.attr("quartet_gemm_rescale") = kQuartetGemmRescale;
   m.def("quantize", &quantize_py, nb::arg("x"), nb::arg("recipe"), nb::arg("role") = "x",
-        nb::arg("seed") = QuantOptions{}.seed, nb::arg("rounding") = "by-recipe", nb::arg("mx_scale_rule") = "ocp",
+        nb::arg("seed") = QuantOptions{}.seed, nb::arg("rounding") = "by-recipe", nb::arg("mx_scale_rule") = "default",
         nb::arg("hadamard_size") = 32, nb::arg("rotate") = true, nb::arg("forward_quantizer") = "quest",
         nb::arg("nvfp4_rht") = false, nb::arg("margin") = 0, nb::arg("amax_history") = nb::none(),
-        nb::arg("window") = 1024,
-        "CPU reference quantization of a float32 matrix (blocks along columns). Returns a dict: values "
+        nb::arg("window") = 1024, nb::arg("first_step") = "te",
+        "CPU reference quantization of a float32 matrix (blocks along columns). mx_scale_rule: default (te for "
+        "mxfp8, ocp for mxfp4) | te | ocp. fp8-delayed: amax_history (oldest first; empty = first step, "
+        "scale 1 with first_step te or the own amax with own_amax) or None (steady state: own amax). "
+        "Returns a dict: values "
         "(quantized domain: rotated/prescaled as the GEMM sees them), original (decoded back to x's domain), "
-        "mask (uint8 trust mask or None), prescale, tensor_scale, rotation_size, amax, produced_by.");
+        "mask (uint8 trust mask or None), codes (uint8 element codes, one per element, or None for bf16), "
+        "scale_codes (uint8 [1, n] raw block scale codes, row-major over the block grid), prescale, tensor_scale, "
+        "rotation_size, amax, produced_by.");
   m.def("hadamard", &hadamard_py, nb::arg("x"), nb::arg("size") = 32, nb::arg("signs") = "none",
         nb::arg("seed") = 0, nb::arg("inverse") = false,
         "Block-wise normalised Hadamard along columns: forward (x*s)H or inverse yH*s (signs: none|seeded|nvfp4).");

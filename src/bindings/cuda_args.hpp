@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "nibble/quant/recipe.hpp"
 #include "nibble/quant/scale_rules.hpp"
 
 namespace nibble::python {
@@ -167,14 +168,17 @@ inline uint8_t* bytes(const OptArray& a) { return a ? static_cast<uint8_t*>(a->d
 inline float* floats(const Array& a) { return static_cast<float*>(a.data()); }
 inline float* floats(const OptArray& a) { return a ? static_cast<float*>(a->data()) : nullptr; }
 
-// An MX scale rule named by the user (`scale_rule` of the MX bindings); the message names both rules'
-// formulas for the element format f (E2M1: emax 2, max 6; E4M3: emax 8, max 448).
+// An MX scale rule named by the user (`scale_rule` of the MX bindings): default (the recipe's:
+// te for E4M3 = mxfp8, ocp for E2M1 = mxfp4), te (alias round-up) or ocp; the message names both
+// rules' formulas for the element format f (E2M1: emax 2, max 6; E4M3: emax 8, max 448).
 inline quant::MxScaleRule parse_mx_rule(const char* fn, const std::string& s, quant::ElementFormat f) {
+  if (s == "default") return quant::default_mx_scale_rule(f == quant::ElementFormat::e4m3 ? quant::Recipe::mxfp8
+                                                                                          : quant::Recipe::mxfp4);
   if (s == "ocp") return quant::MxScaleRule::ocp;
-  if (s == "round-up" || s == "round_up") return quant::MxScaleRule::round_up;
-  throw std::invalid_argument(std::string(fn) + ": scale_rule '" + s + "' is unknown; use ocp (2^(floor(log2 amax) - " +
-                              std::to_string(quant::element_emax(f)) + ")) or round-up (2^ceil(log2(amax / " +
-                              std::to_string(static_cast<int>(quant::element_max(f))) + ")), never clips)");
+  if (s == "te" || s == "round-up" || s == "round_up") return quant::MxScaleRule::te;
+  throw std::invalid_argument(std::string(fn) + ": scale_rule '" + s + "' is unknown; use default, ocp (2^(floor(log2 amax) - " +
+                              std::to_string(quant::element_emax(f)) + ")) or te (Transformer Engine: E8M0 of amax * fl(1/" +
+                              std::to_string(static_cast<int>(quant::element_max(f))) + ") rounded up, never clips)");
 }
 
 // The copies a row+column quantizer binding is asked for: codes and scales of a copy come together,

@@ -32,6 +32,8 @@ struct BenchArgs {
   std::string baseline;  // empty: fp8-delayed when benchmarked, else bf16, else the first recipe
   int iters = 20, warmup = 3;
   int repeat = 1;  // sweeps, the recipes rotated each time (bench/sweeps.hpp)
+  int grad_accum = 1;     // micro-batches per optimizer step
+  std::string keep_bf16;  // layer plan: "first:K,last:L[,lm_head]"
   double warmup_ms = 0;
   std::string json, csv, html, gpu;
   bool autotune = false;
@@ -76,6 +78,8 @@ int run_bench(const BenchArgs& a) {
   nibble::report::check_output_paths({a.json, a.csv, a.html});  // before the long run
   const auto model = nibble::workload::resolve_model(a.model);
   const auto w = nibble::workload::derive_workload(model, a.workload);
+  const nibble::bench::LayerPlan plan =
+      a.keep_bf16.empty() ? nibble::bench::LayerPlan{} : nibble::bench::parse_layer_plan(a.keep_bf16, w.layers);
   const auto recipes = chosen_recipes(a);
   const auto modes = chosen_modes(a);
   const auto has = [&](const std::string& r) { return std::find(recipes.begin(), recipes.end(), r) != recipes.end(); };
@@ -100,6 +104,7 @@ int run_bench(const BenchArgs& a) {
     opt.time_sequences = !a.no_sequences;
     opt.baseline = baseline;
     opt.command_line = a.command_line;
+    opt.grad_accum = a.grad_accum;
     if (!a.quiet) opt.progress = progress_bar;
     result = nibble::engine::run_bench_sweeps(w, opt, a.repeat);
     measured = true;
@@ -113,10 +118,26 @@ int run_bench(const BenchArgs& a) {
     }
     if (a.repeat > 1)
       std::fprintf(stderr, "nibble: --repeat %d ignored: a prediction has no run-to-run variation to average\n", a.repeat);
-    result = nibble::predict::predict_bench(w, recipes, modes, gpu);
+    nibble::predict::PredictOptions popt;
+    popt.grad_accum = a.grad_accum;
+    result = nibble::predict::predict_bench(w, recipes, modes, gpu, popt);
     result.command_line = a.command_line;
     result.baseline_recipe = baseline;
   }
+  result.layer_plan = plan;
+  if (a.grad_accum > 1)
+    result.notes.push_back(fmt::format(
+        "--grad-accum {0}: step-mode weight quantization (W and its transposed copy, in fprop) is counted once per {0} "
+        "micro-batches, as frameworks cache quantized weights over an optimizer step; activations and gradients "
+        "are quantized every micro-batch. Times are per micro-batch; the per-gemm mode re-quantizes every GEMM's "
+        "operands by definition and is not amortised", a.grad_accum));
+  if (plan.bf16_blocks() > 0)
+    result.notes.push_back(fmt::format(
+        "--keep-bf16 {}: blocks 1..{} and {}..{} of {} run BF16 whatever the recipe; model and tokens/s sum the "
+        "blocks with each block's plan (the per-layer columns are one block under the recipe)",
+        nibble::bench::to_string(plan), plan.bf16_first, w.layers - plan.bf16_last + 1, w.layers, w.layers));
+  if (plan.bf16_lm_head)
+    result.notes.push_back("--keep-bf16 lm_head: the LM head runs BF16 in every recipe already (docs/spec.md section 3)");
   const std::string table = nibble::report::render_terminal(result);
   std::fwrite(table.data(), 1, table.size(), stdout);
   if (!a.json.empty()) nibble::report::write_json(a.json, result);
@@ -152,6 +173,14 @@ std::function<int()> setup_bench(CLI::App& sub) {
                  "order recipes run in moves their times by several percent: docs/timing-noise.md)")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
+  sub.add_option("--grad-accum", a->grad_accum,
+                 "micro-batches per optimizer step: step-mode weight quantization is counted once per this many "
+                 "micro-batches (frameworks cache quantized weights), activations and gradients every micro-batch")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  sub.add_option("--keep-bf16", a->keep_bf16,
+                 "layer plan: keep the first K and last L transformer blocks in BF16 whatever the recipe, e.g. "
+                 "first:2,last:2 (lm_head accepted: the LM head is BF16 in every recipe already)");
   sub.add_option("--json", a->json, "write the full result as JSON");
   sub.add_option("--csv", a->csv, "write one row per (GEMM, recipe, mode) as CSV");
   sub.add_option("--html", a->html, "write a self-contained HTML report");

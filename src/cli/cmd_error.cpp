@@ -32,6 +32,7 @@ struct ErrorArgs {
   std::string role = "x";
   std::string format = "table";
   uint64_t seed = nibble::quant::QuantOptions{}.seed;
+  std::string mx_scale_rule = "default";
 };
 
 // One line of the report: metrics, or a note saying why this tensor/recipe pair has none.
@@ -180,6 +181,13 @@ int run_error(const ErrorArgs& a) {
   nibble::quant::QuantOptions options;
   options.role = nibble::quant::parse_role(a.role);
   options.seed = a.seed;
+  if (a.mx_scale_rule != "default") {
+    try {
+      options.mx_scale_rule = nibble::quant::parse_mx_scale_rule(a.mx_scale_rule);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("--mx-scale-rule: ") + e.what() + "; or default");
+    }
+  }
 
   const fs::path path(a.file);
   std::vector<ErrorRow> rows;
@@ -245,6 +253,9 @@ std::function<int()> setup_error(CLI::App& sub) {
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
   sub.add_option("--seed", a->seed, "seed of stochastic rounding and random Hadamard signs")->capture_default_str();
+  sub.add_option("--mx-scale-rule", a->mx_scale_rule,
+                 "mxfp8/mxfp4 block scale rule: default (te for mxfp8, ocp for mxfp4), te (alias round-up) or ocp")
+      ->capture_default_str();
   return [a] { return run_error(*a); };
 }
 

@@ -1,4 +1,4 @@
-// `nibble law`: the precision-aware scaling law (SPEC section 7). fit a law to training runs, predict
+// `nibble law`: the precision-aware scaling law (docs/spec.md §7). fit a law to training runs, predict
 // a loss, plan the compute-optimal forward:backward precision, and map the winner over (N, D/N).
 #include <fmt/format.h>
 

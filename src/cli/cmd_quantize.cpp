@@ -27,7 +27,7 @@ struct QuantizeArgs {
   std::string codes;
   std::string scales;
   uint64_t seed = nibble::quant::QuantOptions{}.seed;
-  std::string mx_scale_rule = "ocp";
+  std::string mx_scale_rule = "default";
 };
 
 // A 1-D input stays 1-D in every output; a 2-D input gives rows x n outputs.
@@ -96,12 +96,12 @@ int run_quantize(const QuantizeArgs& a) {
   QuantOptions options;
   options.role = parse_role(a.role);
   options.seed = a.seed;
-  if (a.mx_scale_rule == "ocp") {
-    options.mx_scale_rule = MxScaleRule::ocp;
-  } else if (a.mx_scale_rule == "round-up") {
-    options.mx_scale_rule = MxScaleRule::round_up;
-  } else {
-    throw std::invalid_argument("--mx-scale-rule '" + a.mx_scale_rule + "' is not one of: ocp, round-up");
+  if (a.mx_scale_rule != "default") {
+    try {
+      options.mx_scale_rule = parse_mx_scale_rule(a.mx_scale_rule);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("--mx-scale-rule: ") + e.what() + "; or default");
+    }
   }
   check_distinct_paths(a);
 
@@ -173,7 +173,9 @@ std::function<int()> setup_quantize(CLI::App& sub) {
   sub.add_option("--codes", a->codes, "optional .npy of the raw element codes, uint8, one per element");
   sub.add_option("--scales", a->scales, "optional .npy of the decoded block scales, float32, over the block grid");
   sub.add_option("--seed", a->seed, "seed of stochastic rounding and random Hadamard signs")->capture_default_str();
-  sub.add_option("--mx-scale-rule", a->mx_scale_rule, "mxfp8/mxfp4 block scale rule: ocp or round-up (never clips)")
+  sub.add_option("--mx-scale-rule", a->mx_scale_rule,
+                 "mxfp8/mxfp4 block scale rule: default (te for mxfp8, ocp for mxfp4), te (Transformer Engine: "
+                 "E8M0 of amax * fl(1/fmax) rounded up, never clips; alias round-up) or ocp (floor(log2 amax) - emax)")
       ->capture_default_str();
   return [a] { return run_quantize(*a); };
 }

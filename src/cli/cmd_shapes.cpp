@@ -1,4 +1,4 @@
-// `nibble shapes`: the exact GEMMs one training step of a model runs (SPEC section 5).
+// `nibble shapes`: the exact GEMMs one training step of a model runs (docs/spec.md §5).
 #include <cstdio>
 #include <memory>
 #include <stdexcept>

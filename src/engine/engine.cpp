@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "clock_monitor.hpp"
+#include "cuda_stream_event.hpp"
 #include "device_buffer.hpp"
 #include "memory_check.hpp"
 #include "layer_runner.hpp"
@@ -81,7 +82,6 @@ std::vector<LinearLayer> linear_layers(const workload::Workload& w) {
   return out;
 }
 
-// Throws OutOfMemory, before anything is allocated, when `need` bytes exceed the GPU's free memory.
 // Free device memory now (cudaMemGetInfo).
 int64_t free_device_bytes() {
   size_t free_b = 0, total_b = 0;
@@ -89,6 +89,7 @@ int64_t free_device_bytes() {
   return static_cast<int64_t>(free_b);
 }
 
+// Throws OutOfMemory, before anything is allocated, when `need` bytes exceed the GPU's free memory.
 void refuse_unless_it_fits(const std::string& what, int64_t need) {
   size_t free_b = 0, total_b = 0;
   NIBBLE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
@@ -118,6 +119,253 @@ bench::Timing time_as_sequence(LayerRunner& runner, const LinearLayer& layer, Mo
   return {t.median_ms, t.p10_ms, t.p90_ms, t.min_ms, t.max_ms, t.runs};
 }
 
+// The result's identity: the GPU, the command, the model, before anything is timed.
+bench::BenchResult result_header(const workload::Workload& workload, const EngineOptions& options, const GpuInfo& gpu,
+                                 const std::string& nvml_driver) {
+  bench::BenchResult result;
+  result.gpu = to_bench_gpu(gpu, nvml_driver);
+  result.predicted = false;
+  result.command_line = options.command_line;
+  result.grad_accum = options.grad_accum;
+  result.date = bench::utc_now_iso8601();
+  result.model = workload::to_json(workload);
+  result.tokens = workload.tokens;
+  result.layers = workload.layers;
+  result.baseline_recipe = options.baseline;
+  return result;
+}
+
+// Clocks warmed up, then the device-to-device copy that every row's bandwidth is compared with, and the
+// SM clock reached under it.
+void measure_copy_reference(bench::BenchResult& result, const TimingOptions& topt, cudaStream_t stream) {
+  warm_up_clocks(300, stream);
+  result.copy_bandwidth_gbs = measure_copy_bandwidth(size_t{1} << 30, topt, stream) / 1e9;
+  GpuInfo after;
+  query_gpu(after);
+  result.gpu.sm_clock_mhz = after.sm_clock_mhz;
+  result.notes.push_back(::fmt::format("device-to-device copy bandwidth measured in this run: {:.0f} GB/s (read + write)",
+                                       result.copy_bandwidth_gbs));
+}
+
+// How the rows were timed, in the result's notes.
+void add_method_notes(bench::BenchResult& result, const EngineOptions& options) {
+  result.notes.push_back(
+      "timing: CUDA events, " + std::to_string(options.warmup) + " warm-up runs" +
+      (options.warmup_ms > 0 ? ::fmt::format(" then at least {:g} ms of the row's own work", options.warmup_ms) : "") +
+      " and " + std::to_string(options.iters) + " timed runs per row, L2 flushed between runs, median reported; "
+      "quantization and GEMM are timed separately and summed" +
+      (options.time_sequences ? "; each linear layer's passes are also timed back to back as one sequence" : ""));
+  if (options.te_settings_for_per_gemm) {
+    result.notes.push_back("per-gemm mode uses Transformer Engine's benchmark settings: E4M3 only, fast accumulation, "
+                           "every GEMM timed as a forward-layer call (fp8-block wgrad: dY^T in 128x128 blocks, not the "
+                           "recipe's 1x128)");
+  }
+}
+
+// A layer's BF16 sources X, W, dY on the device, random, with what allocating them took from the free
+// memory.
+struct LayerSourceBuffers {
+  std::vector<DeviceBuffer> buffers;
+  LayerSources sources;
+  int64_t bytes = 0;
+};
+
+// Throws OutOfMemory, before or while allocating, when the sources do not fit.
+LayerSourceBuffers allocate_sources(const LayerShape& s, const std::string& layer_name, cudaStream_t stream) {
+  refuse_unless_it_fits(layer_name + "'s BF16 sources X, W, dY", (s.t * s.i + s.o * s.i + s.t * s.o) * 2);
+  LayerSourceBuffers out;
+  const int64_t free_before = free_device_bytes();
+  out.buffers.emplace_back(s.t * s.i * 2, "X");
+  out.buffers.emplace_back(s.o * s.i * 2, "W");
+  out.buffers.emplace_back(s.t * s.o * 2, "dY");
+  out.bytes = free_before - free_device_bytes();
+  auto* x = out.buffers[0].as<uint16_t>();
+  auto* w = out.buffers[1].as<uint16_t>();
+  auto* dy = out.buffers[2].as<uint16_t>();
+  fill_random_bf16(x, s.t * s.i, 1, 1.0f, stream);
+  fill_random_bf16(w, s.o * s.i, 2, 0.02f, stream);
+  fill_random_bf16(dy, s.t * s.o, 3, 1e-3f, stream);
+  out.sources = {x, w, dy};
+  return out;
+}
+
+// A layer whose sources do not fit: every row it would have, with the refusal as its error.
+void add_refused_layer(bench::BenchResult& result, const LinearLayer& layer, const EngineOptions& options,
+                       const std::string& error) {
+  for (const auto& r : options.recipes)
+    for (auto m : options.modes)
+      for (const auto& [p, g] : layer.by_pass) {
+        auto row = bench::row_from_gemm(*g, r, m);
+        row.error = error;
+        result.rows.push_back(std::move(row));
+      }
+}
+
+// Memory per recipe: the model a prediction reports too, from the rows and the paths they ran, next to
+// what the device held for the largest layer.
+void add_memory_accounting(bench::BenchResult& result, const EngineOptions& options,
+                           const std::map<std::string, int64_t>& measured_bytes) {
+  for (const auto& recipe : options.recipes) {
+    try {
+      bench::MemoryUsage mu = predict::recipe_memory(recipe, result.rows);
+      const auto it = measured_bytes.find(recipe);
+      mu.measured_bytes = it == measured_bytes.end() ? 0 : it->second;
+      result.memory.push_back(mu);
+    } catch (const std::exception& e) {
+      result.notes.push_back("memory accounting of " + recipe + " not available: " + e.what());
+    }
+  }
+}
+
+// One layer under one recipe: the recipe its GEMMs run (the LM head stays in BF16 in every recipe,
+// docs/spec.md §3: it is timed in BF16 and says so), and why the recipe cannot run the layer, if it cannot.
+struct LayerRecipe {
+  const LinearLayer& layer;
+  const std::string& recipe;
+  bool high_precision_layer;
+  std::string run_recipe;
+  // A layer the recipe's blocks do not divide: the same refusal (and words) as a prediction's, in
+  // every mode. (The BF16 LM head is left to cuda::gemm, which refuses only its GEMMs with K % 8 != 0.)
+  std::string shape_error;
+
+  LayerRecipe(const LinearLayer& l, const std::string& r)
+      : layer(l), recipe(r), high_precision_layer(l.name == "lm_head"), run_recipe(high_precision_layer ? "bf16" : r),
+        shape_error(high_precision_layer ? std::string()
+                                         : quant::layer_shape_error(r, l.name, l.shape.t, l.shape.i, l.shape.o)) {}
+};
+
+// One sweep's timing of layers x recipes x modes on one stream; rows and notes go to `result`.
+struct Sweep {
+  const EngineOptions& options;
+  const std::string& gpu_name;
+  const TimingOptions topt;
+  cudaStream_t stream;
+  bench::BenchResult& result;
+  // Per recipe, the most device memory one block linear layer held: its BF16 sources plus the runner's
+  // buffers (quantized operands, emulation buffers, GEMM output), measured after preparing it.
+  std::map<std::string, int64_t> measured_bytes;
+
+  // Every mode of one layer under one recipe, then the layer's path notes.
+  void time_recipe(const LinearLayer& layer, const LayerSourceBuffers& src, const std::string& recipe) {
+    const LayerRecipe lr(layer, recipe);
+    bench::PathNotes path_notes;  // each mode's runner's path
+    for (Mode mode : options.modes) {
+      std::string setup_error;
+      const std::unique_ptr<LayerRunner> runner = prepare_runner(lr, src, mode, setup_error);
+      const bool rows_ok = time_rows(lr, mode, runner.get(), setup_error);
+      if (options.time_sequences && rows_ok) time_sequence(lr, mode, *runner);
+      if (runner) path_notes.add(mode, runner->note());
+    }
+    for (const std::string& line : path_notes.lines(recipe, layer.name)) {
+      // Layers of one name (an MoE block's expert and shared mlp_up) usually run the same path: one line.
+      if (std::find(result.notes.begin(), result.notes.end(), line) == result.notes.end()) result.notes.push_back(line);
+    }
+    if (lr.high_precision_layer && recipe != "bf16") {
+      result.notes.push_back(layer.name + " runs in BF16 under " + recipe + " (high-precision layer)");
+    }
+  }
+
+  // The layer's runner for one mode, prepared (operands quantized once, buffers allocated), or null with
+  // `setup_error` saying why not.
+  std::unique_ptr<LayerRunner> prepare_runner(const LayerRecipe& lr, const LayerSourceBuffers& src, Mode mode,
+                                              std::string& setup_error) {
+    const auto& s = lr.layer.shape;
+    RunnerSettings rs;
+    const bool te = mode == Mode::per_gemm && options.te_settings_for_per_gemm;
+    rs.e4m3_only = te;
+    rs.fast_accumulation_everywhere = te;
+    rs.te_forward_layouts = te;
+    rs.autotune = options.autotune;
+    std::unique_ptr<LayerRunner> runner;
+    try {
+      if (!lr.shape_error.empty()) throw std::invalid_argument(lr.shape_error);
+      // The quantized operands (codes, scales, transposed copies) are the least the runner
+      // allocates: refuse the rows before allocating when they cannot fit.
+      const auto lm = predict::linear_layer_memory(lr.run_recipe, s.t, s.i, s.o);
+      refuse_unless_it_fits(lr.layer.name + "'s " + lr.run_recipe + " operands",
+                            lm.activation.bytes.total() + lm.weight.bytes.total() + lm.gradient.bytes.total());
+      const int64_t free_before_runner = free_device_bytes();
+      runner = make_layer_runner(lr.run_recipe, s, src.sources, rs, stream);
+      runner->prepare(stream);
+      NIBBLE_CUDA_CHECK(cudaStreamSynchronize(stream));
+      if (!lr.high_precision_layer) {
+        int64_t& m = measured_bytes[lr.recipe];
+        m = std::max(m, src.bytes + free_before_runner - free_device_bytes());
+      }
+    } catch (const std::exception& e) {
+      setup_error = e.what();
+      runner.reset();
+      cudaGetLastError();
+    }
+    return runner;
+  }
+
+  // One row per pass of the layer (the setup error on each, without a runner); whether all were timed.
+  bool time_rows(const LayerRecipe& lr, Mode mode, LayerRunner* runner, const std::string& setup_error) {
+    bool rows_ok = runner != nullptr;
+    for (const char* pass_name : {"fprop", "dgrad", "wgrad"}) {
+      auto it = lr.layer.by_pass.find(pass_name);
+      if (it == lr.layer.by_pass.end()) continue;
+      bench::Row row = bench::row_from_gemm(*it->second, lr.recipe, mode);
+      if (runner == nullptr) {
+        row.error = setup_error;
+      } else {
+        time_pass(*runner, pass_of(pass_name), mode, lr.run_recipe, row);
+        rows_ok = rows_ok && row.ok();
+      }
+      result.rows.push_back(std::move(row));
+    }
+    return rows_ok;
+  }
+
+  // A pass's quantization (autocast modes, where the pass quantizes anything) and GEMM, timed apart, into
+  // `row`; an exception becomes the row's error.
+  void time_pass(LayerRunner& runner, Pass pass, Mode mode, const std::string& run_recipe, bench::Row& row) {
+    try {
+      int64_t step = 1;
+      if (bench::is_autocast(mode)) {
+        const double qbytes = runner.quant_bytes(pass, mode);
+        if (qbytes > 0) {
+          const auto q =
+              time_on_gpu([&](cudaStream_t st, int) { runner.quantize(pass, mode, step++, st); }, topt, stream);
+          row.quant_ms = q.median_ms;
+        }
+        row.quant_bytes = qbytes;
+        // The weight's part, timed apart, so gradient accumulation can count it once per optimizer step.
+        row.weight_quant_bytes = runner.weight_quant_bytes(pass, mode);
+        if (row.weight_quant_bytes > 0) {
+          const auto wq =
+              time_on_gpu([&](cudaStream_t st, int) { runner.quantize_weight(step++, st); }, topt, stream);
+          row.weight_quant_ms = std::min(wq.median_ms, row.quant_ms);  // a part of the pass, whatever the noise
+        }
+        bench::amortise_weight_quant(row, options.grad_accum);
+      }
+      cuda::ExecutionPath path = cuda::ExecutionPath::native;
+      const auto g = time_on_gpu([&](cudaStream_t st, int) { path = runner.gemm(pass, st); }, topt, stream);
+      row.gemm = {g.median_ms, g.p10_ms, g.p90_ms, g.min_ms, g.max_ms, g.runs};
+      row.path = std::string(cuda::to_string(path));
+      bench::finish_row(row, peak_for(run_recipe, gpu_name));
+    } catch (const std::exception& e) {
+      row.error = e.what();
+      cudaGetLastError();
+    }
+  }
+
+  // The layer's passes back to back as one sequence; a failure becomes a note.
+  void time_sequence(const LayerRecipe& lr, Mode mode, LayerRunner& runner) {
+    const auto& s = lr.layer.shape;
+    const bench::Row first = bench::row_from_gemm(*lr.layer.by_pass.begin()->second, lr.recipe, mode);
+    try {
+      result.sequences.push_back({first.layer, s.t, s.i, s.o, lr.recipe, mode, first.count, first.per_model,
+                                  time_as_sequence(runner, lr.layer, mode, topt, stream)});
+    } catch (const std::exception& e) {
+      result.notes.push_back(lr.recipe + " " + lr.layer.name + " " + std::string(bench::to_string(mode)) +
+                             ": not timed as one sequence (" + e.what() + ")");
+      cudaGetLastError();
+    }
+  }
+};
+
 }  // namespace
 
 bool gpu_available() {
@@ -130,184 +378,37 @@ bool gpu_available() {
 bench::BenchResult run_bench(const workload::Workload& workload, const EngineOptions& options) {
   GpuInfo gpu;
   if (!query_gpu(gpu)) throw std::runtime_error("no CUDA device found: use --gpu NAME to predict instead");
-  cudaStream_t stream = nullptr;
-  NIBBLE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const Stream stream;
   int device = 0;
   NIBBLE_CUDA_CHECK(cudaGetDevice(&device));
   ClockMonitor clocks(device);  // samples the SM clock, power and throttle reasons until the sweep ends
 
-  bench::BenchResult result;
-  result.gpu = to_bench_gpu(gpu, clocks.driver_version());
-  result.predicted = false;
-  result.command_line = options.command_line;
-  result.date = bench::utc_now_iso8601();
-  result.model = workload::to_json(workload);
-  result.tokens = workload.tokens;
-  result.layers = workload.layers;
-  result.baseline_recipe = options.baseline;
-
-  TimingOptions topt{options.warmup, options.warmup_ms, options.iters, options.flush_l2};
-  warm_up_clocks(300, stream);
-  result.copy_bandwidth_gbs = measure_copy_bandwidth(size_t{1} << 30, topt, stream) / 1e9;
-  GpuInfo after;
-  query_gpu(after);
-  result.gpu.sm_clock_mhz = after.sm_clock_mhz;
-  result.notes.push_back(::fmt::format("device-to-device copy bandwidth measured in this run: {:.0f} GB/s (read + write)",
-                                     result.copy_bandwidth_gbs));
-  result.notes.push_back(
-      "timing: CUDA events, " + std::to_string(options.warmup) + " warm-up runs" +
-      (options.warmup_ms > 0 ? ::fmt::format(" then at least {:g} ms of the row's own work", options.warmup_ms) : "") +
-      " and " + std::to_string(options.iters) + " timed runs per row, L2 flushed between runs, median reported; "
-      "quantization and GEMM are timed separately and summed" +
-      (options.time_sequences ? "; each linear layer's passes are also timed back to back as one sequence" : ""));
-  if (options.te_settings_for_per_gemm) {
-    result.notes.push_back("per-gemm mode uses Transformer Engine's benchmark settings: E4M3 only, fast accumulation, "
-                           "every GEMM timed as a forward-layer call (fp8-block wgrad: dY^T in 128x128 blocks, not the "
-                           "recipe's 1x128)");
-  }
+  bench::BenchResult result = result_header(workload, options, gpu, clocks.driver_version());
+  const TimingOptions topt{options.warmup, options.warmup_ms, options.iters, options.flush_l2};
+  measure_copy_reference(result, topt, stream.get());
+  add_method_notes(result, options);
 
   const auto layers = linear_layers(workload);
-  // Per recipe, the most device memory one block linear layer held: its BF16 sources plus the runner's
-  // buffers (quantized operands, emulation buffers, GEMM output), measured after preparing it.
-  std::map<std::string, int64_t> measured_bytes;
+  Sweep sweep{options, gpu.name, topt, stream.get(), result, {}};
   const double total_steps = static_cast<double>(layers.size() * options.recipes.size());
   double done = 0;
   for (const auto& layer : layers) {
-    const auto& s = layer.shape;
-    std::vector<DeviceBuffer> src;
-    LayerSources sources;
-    int64_t sources_bytes = 0;  // measured: what allocating the BF16 sources took from the free memory
+    LayerSourceBuffers src;
     try {
-      refuse_unless_it_fits(layer.name + "'s BF16 sources X, W, dY", (s.t * s.i + s.o * s.i + s.t * s.o) * 2);
-      const int64_t free_before_sources = free_device_bytes();
-      src.emplace_back(s.t * s.i * 2, "X");
-      src.emplace_back(s.o * s.i * 2, "W");
-      src.emplace_back(s.t * s.o * 2, "dY");
-      sources_bytes = free_before_sources - free_device_bytes();
-      fill_random_bf16(src[0].as<uint16_t>(), s.t * s.i, 1, 1.0f, stream);
-      fill_random_bf16(src[1].as<uint16_t>(), s.o * s.i, 2, 0.02f, stream);
-      fill_random_bf16(src[2].as<uint16_t>(), s.t * s.o, 3, 1e-3f, stream);
-      sources = {src[0].as<uint16_t>(), src[1].as<uint16_t>(), src[2].as<uint16_t>()};
+      src = allocate_sources(layer.shape, layer.name, stream.get());
     } catch (const OutOfMemory& e) {
-      for (const auto& r : options.recipes)
-        for (auto m : options.modes)
-          for (const auto& [p, g] : layer.by_pass) {
-            auto row = bench::row_from_gemm(*g, r, m);
-            row.error = e.what();
-            result.rows.push_back(std::move(row));
-          }
+      add_refused_layer(result, layer, options, e.what());
       continue;
     }
     for (const auto& recipe : options.recipes) {
-      // The LM head stays in BF16 in every recipe (SPEC section 3): it is timed in BF16 and says so.
-      const bool high_precision_layer = layer.name == "lm_head";
-      const std::string run_recipe = high_precision_layer ? "bf16" : recipe;
-      // A layer the recipe's blocks do not divide: the same refusal (and words) as a prediction's, in
-      // every mode. (The BF16 LM head is left to cuda::gemm, which refuses only its GEMMs with K % 8 != 0.)
-      const std::string shape_error =
-          high_precision_layer ? std::string() : quant::layer_shape_error(recipe, layer.name, s.t, s.i, s.o);
-      bench::PathNotes path_notes;  // each mode's runner's path
-      for (Mode mode : options.modes) {
-        RunnerSettings rs;
-        const bool te = mode == Mode::per_gemm && options.te_settings_for_per_gemm;
-        rs.e4m3_only = te;
-        rs.fast_accumulation_everywhere = te;
-        rs.te_forward_layouts = te;
-        rs.autotune = options.autotune;
-        std::unique_ptr<LayerRunner> runner;
-        std::string setup_error;
-        try {
-          if (!shape_error.empty()) throw std::invalid_argument(shape_error);
-          // The quantized operands (codes, scales, transposed copies) are the least the runner
-          // allocates: refuse the rows before allocating when they cannot fit.
-          const auto lm = predict::linear_layer_memory(run_recipe, s.t, s.i, s.o);
-          refuse_unless_it_fits(layer.name + "'s " + run_recipe + " operands",
-                                lm.activation.bytes.total() + lm.weight.bytes.total() + lm.gradient.bytes.total());
-          const int64_t free_before_runner = free_device_bytes();
-          runner = make_layer_runner(run_recipe, s, sources, rs, stream);
-          runner->prepare(stream);
-          NIBBLE_CUDA_CHECK(cudaStreamSynchronize(stream));
-          if (!high_precision_layer) {
-            int64_t& m = measured_bytes[recipe];
-            m = std::max(m, sources_bytes + free_before_runner - free_device_bytes());
-          }
-        } catch (const std::exception& e) {
-          setup_error = e.what();
-          runner.reset();
-          cudaGetLastError();
-        }
-        bool rows_ok = runner != nullptr;
-        for (const char* pass_name : {"fprop", "dgrad", "wgrad"}) {
-          auto it = layer.by_pass.find(pass_name);
-          if (it == layer.by_pass.end()) continue;
-          bench::Row row = bench::row_from_gemm(*it->second, recipe, mode);
-          if (!runner) {
-            row.error = setup_error;
-            result.rows.push_back(std::move(row));
-            continue;
-          }
-          const Pass pass = pass_of(pass_name);
-          try {
-            int64_t step = 1;
-            if (bench::is_autocast(mode)) {
-              const double qbytes = runner->quant_bytes(pass, mode);
-              if (qbytes > 0) {
-                const auto q = time_on_gpu(
-                    [&](cudaStream_t st, int) { runner->quantize(pass, mode, step++, st); }, topt, stream);
-                row.quant_ms = q.median_ms;
-              }
-              row.quant_bytes = qbytes;
-            }
-            cuda::ExecutionPath path = cuda::ExecutionPath::native;
-            const auto g = time_on_gpu([&](cudaStream_t st, int) { path = runner->gemm(pass, st); }, topt, stream);
-            row.gemm = {g.median_ms, g.p10_ms, g.p90_ms, g.min_ms, g.max_ms, g.runs};
-            row.path = std::string(cuda::to_string(path));
-            bench::finish_row(row, peak_for(run_recipe, gpu.name));
-          } catch (const std::exception& e) {
-            row.error = e.what();
-            cudaGetLastError();
-          }
-          rows_ok = rows_ok && row.ok();
-          result.rows.push_back(std::move(row));
-        }
-        if (options.time_sequences && rows_ok) {
-          const bench::Row first = bench::row_from_gemm(*layer.by_pass.begin()->second, recipe, mode);
-          try {
-            result.sequences.push_back({first.layer, s.t, s.i, s.o, recipe, mode, first.count, first.per_model,
-                                        time_as_sequence(*runner, layer, mode, topt, stream)});
-          } catch (const std::exception& e) {
-            result.notes.push_back(recipe + " " + layer.name + " " + std::string(bench::to_string(mode)) +
-                                   ": not timed as one sequence (" + e.what() + ")");
-            cudaGetLastError();
-          }
-        }
-        if (runner) path_notes.add(mode, runner->note());
-      }
-      for (const std::string& line : path_notes.lines(recipe, layer.name)) {
-        // Layers of one name (an MoE block's expert and shared mlp_up) usually run the same path: one line.
-        if (std::find(result.notes.begin(), result.notes.end(), line) == result.notes.end()) result.notes.push_back(line);
-      }
-      if (high_precision_layer && recipe != "bf16") {
-        result.notes.push_back(layer.name + " runs in BF16 under " + recipe + " (high-precision layer)");
-      }
+      sweep.time_recipe(layer, src, recipe);
       done += 1;
       if (options.progress) options.progress(done / total_steps, layer.name + " " + recipe);
     }
   }
-  // Memory per recipe: the model a prediction reports too, from the rows and the paths they ran, next to
-  // what the device held for the largest layer.
-  for (const auto& recipe : options.recipes) {
-    try {
-      bench::MemoryUsage mu = predict::recipe_memory(recipe, result.rows);
-      mu.measured_bytes = measured_bytes[recipe];
-      result.memory.push_back(mu);
-    } catch (const std::exception& e) {
-      result.notes.push_back("memory accounting of " + recipe + " not available: " + e.what());
-    }
-  }
+  add_memory_accounting(result, options, sweep.measured_bytes);
   bench::fill_bounds(result);
   result.clocks = clocks.stop();
-  cudaStreamDestroy(stream);
   return result;
 }
 

@@ -75,6 +75,10 @@ class StandardLayer final : public LayerRunner {
       }
     }
   }
+  void quantize_weight(int64_t step, cudaStream_t stream) override { w_->run(true, true, step, stream); }
+  double weight_quant_bytes(Pass pass, Mode mode) const override {
+    return predict::pass_weight_quant_bytes(recipe_, cuda::to_string(pass), mode, {shape_.t, shape_.i, shape_.o});
+  }
   cuda::ExecutionPath gemm(Pass pass, cudaStream_t stream) override {
     cuda::GemmOperand a, b;
     if (pass == Pass::fprop) {

@@ -46,6 +46,11 @@ class LayerRunner {
   virtual void quantize(cuda::Pass pass, bench::Mode mode, int64_t step, cudaStream_t stream) = 0;
   virtual cuda::ExecutionPath gemm(cuda::Pass pass, cudaStream_t stream) = 0;
   virtual double quant_bytes(cuda::Pass pass, bench::Mode mode) const = 0;
+  // The weight's part of quantize(fprop, step): what a gradient-accumulation step runs once per optimizer step
+  // (W and the copies backward needs). Timed apart so the bench can amortise it; its bytes are
+  // predict::pass_weight_quant_bytes.
+  virtual void quantize_weight(int64_t step, cudaStream_t stream) = 0;
+  virtual double weight_quant_bytes(cuda::Pass pass, bench::Mode mode) const = 0;
   virtual std::string note() const { return {}; }  // e.g. which scaling granularity an exact path chose
 };
 

@@ -1,5 +1,6 @@
 // Refusing a benchmark row before allocating: the bytes a row needs at least, against what the GPU
-// has free, with the numbers and the fix in the message (issue 8: "refused before allocation").
+// has free, with the numbers and the fix in the message, so that a row too large is refused before
+// any allocation.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Quartet on Hopper (SPEC sections 3 and 4): MXFP4 forward and backward through exact E4M3
+// Quartet on Hopper (docs/spec.md §3 and §4): MXFP4 forward and backward through exact E4M3
 // re-encodings and FP8 GEMMs, with the post-GEMM epilogue (trust mask + inverse Hadamard).
 //
 //   fprop: Xq, Wq = Hadamard-32 + QuEST (codes, scales, trust masks), fused with the exact E4M3
@@ -73,6 +73,14 @@ class QuartetLayer final : public LayerRunner {
     predict::TrafficOptions o;
     o.quartet_forward_fused = x_.forward_fused() && w_.forward_fused();
     return predict::pass_quant_bytes("quartet", cuda::to_string(pass), mode, {s_.t, s_.i, s_.o}, o);
+  }
+  void quantize_weight(int64_t, cudaStream_t stream) override {
+    w_.run_quartet_forward(src_.w, cuda::QuartetForwardOptions{}, wq_.planes(), stream);
+  }
+  double weight_quant_bytes(Pass pass, Mode mode) const override {
+    predict::TrafficOptions o;
+    o.quartet_forward_fused = x_.forward_fused() && w_.forward_fused();
+    return predict::pass_weight_quant_bytes("quartet", cuda::to_string(pass), mode, {s_.t, s_.i, s_.o}, o);
   }
   std::string note() const override {
     std::string out;

@@ -1,7 +1,5 @@
 // TensorQuantizer for mxfp4 (exact E4M3 re-encoding for an FP8 GEMM) and nvfp4 (exact BF16 decode
 // for a BF16 GEMM: Hopper has no FP4 tensor cores).
-#include <cstdlib>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -23,22 +21,9 @@ using cuda::GemmOperand;
 // tile kernel (quantize_mxfp4_rowcol); the row-wise copy alone uses the thread-per-group kernel
 // (grid scales). The scales live only until the re-encoding, which reads either layout, so the tile's
 // layout is a choice: kRowColScales. The 128x4 tiles (whole-tile stores instead of the grid's 4- and
-// 2-byte runs) made the tile 7-17% faster and the step's quantization 1.3% faster on an H100 in session 30
-// (docs/perf/2026-12-06-h100-session30.md).
+// 2-byte runs) make the tile 7-17% faster and the step's quantization 1.3% faster on an H100. The
+// quantizer's path note names the layout.
 constexpr cuda::MxScaleLayout kRowColScales = cuda::MxScaleLayout::tiled128x4;
-
-// NIBBLE_MXFP4_SCALES=tiled or =grid overrides kRowColScales (the A/B knob: the GPU tests and
-// `nibble bench` under both values in one call). The quantizer's path note names the layout.
-cuda::MxScaleLayout rowcol_scales() {
-  static const cuda::MxScaleLayout layout = [] {
-    const char* e = std::getenv("NIBBLE_MXFP4_SCALES");
-    if (e == nullptr || *e == '\0') return kRowColScales;
-    if (std::strcmp(e, "tiled") == 0) return cuda::MxScaleLayout::tiled128x4;
-    if (std::strcmp(e, "grid") == 0) return cuda::MxScaleLayout::grid;
-    throw std::invalid_argument(std::string("NIBBLE_MXFP4_SCALES=") + e + " is not a scale layout; use tiled or grid");
-  }();
-  return layout;
-}
 
 class Mxfp4Reencoded final : public TensorQuantizer {
  public:
@@ -49,13 +34,13 @@ class Mxfp4Reencoded final : public TensorQuantizer {
   void run(bool rowwise, bool colwise, int64_t, cudaStream_t stream) override {
     cuda::MxScaleLayout layout = cuda::MxScaleLayout::grid;
     if (colwise) {
-      layout = rowcol_scales();
+      layout = kRowColScales;
       const cuda::Mxfp4Planes none{nullptr, nullptr, nullptr};
-      quant_path_ = cuda::quantize_mxfp4_rowcol(src_, cuda::Fp4DenseType::bf16, rows_, cols_, quant::MxScaleRule::ocp,
+      quant_path_ = cuda::quantize_mxfp4_rowcol(src_, cuda::Fp4DenseType::bf16, rows_, cols_, quant::default_mx_scale_rule(quant::Recipe::mxfp4),
                                                 {}, rowwise ? row_q_.planes(layout) : none, col_q_.planes(layout),
                                                 stream);
     } else if (rowwise) {
-      quant_path_ = cuda::quantize_mxfp4(src_, cuda::Fp4DenseType::bf16, rows_, cols_, quant::MxScaleRule::ocp, {},
+      quant_path_ = cuda::quantize_mxfp4(src_, cuda::Fp4DenseType::bf16, rows_, cols_, quant::default_mx_scale_rule(quant::Recipe::mxfp4), {},
                                          row_q_.planes(), stream);
     }
     if (rowwise) row_.run(row_q_.const_planes(layout), stream);

@@ -147,7 +147,7 @@ class Mxfp8Emulated final : public TensorQuantizer {
         row_bf16_(rows * cols * 2, "mxfp8 decoded rows"), col_bf16_(rows * cols * 2, "mxfp8 decoded columns") {}
   void run(bool rowwise, bool colwise, int64_t, cudaStream_t stream) override {
     cuda::Fp8Copies out{rowwise ? row_.as<uint8_t>() : nullptr, colwise ? col_.as<uint8_t>() : nullptr};
-    cuda::quantize_mxfp8(src_, rows_, cols_, quant::MxScaleRule::ocp, out, rowwise ? row_scale_.as<uint8_t>() : nullptr,
+    cuda::quantize_mxfp8(src_, rows_, cols_, quant::default_mx_scale_rule(quant::Recipe::mxfp8), out, rowwise ? row_scale_.as<uint8_t>() : nullptr,
                          colwise ? col_scale_.as<uint8_t>() : nullptr, kMxfp8Scales, {}, stream);
     if (rowwise) {
       cuda::decode_mxfp8_bf16(row_.as<uint8_t>(), row_scale_.as<uint8_t>(), rows_, cols_, row_bf16_.as<uint16_t>(),

@@ -2,6 +2,8 @@
 #include <cmath>
 #include <vector>
 
+#include "cuda_stream_event.hpp"
+#include "device_buffer.hpp"
 #include "nibble/kernels/check.hpp"
 #include "nibble/engine/timing.hpp"
 
@@ -10,11 +12,9 @@ namespace {
 
 // A scratch buffer written between repetitions evicts the operands of the previous one from L2.
 struct L2Flusher {
-  void* buf = nullptr;
-  size_t bytes = 0;
-  explicit L2Flusher(size_t l2) : bytes(2 * l2) { NIBBLE_CUDA_CHECK(cudaMalloc(&buf, bytes)); }
-  ~L2Flusher() { cudaFree(buf); }
-  void flush(cudaStream_t s) const { NIBBLE_CUDA_CHECK(cudaMemsetAsync(buf, 0x5a, bytes, s)); }
+  DeviceBuffer buf;
+  explicit L2Flusher(size_t l2) : buf(2 * l2, "the L2 flush buffer") {}
+  void flush(cudaStream_t s) const { NIBBLE_CUDA_CHECK(cudaMemsetAsync(buf.get(), 0x5a, buf.bytes(), s)); }
 };
 
 constexpr int kMaxWarmupRuns = 100000;  // bounds the time-based warm-up of a very short work item
@@ -46,46 +46,36 @@ TimingStats time_on_gpu(const std::function<void(cudaStream_t, int)>& work, cons
   if (opt.warmup_ms > 0) {
     // Timed batches: the first of one run, each next one sized from the time per run measured so
     // far to fill what is left of warmup_ms (at most 256 runs, so the GPU is never queued far ahead).
-    cudaEvent_t a, b;
-    NIBBLE_CUDA_CHECK(cudaEventCreate(&a));
-    NIBBLE_CUDA_CHECK(cudaEventCreate(&b));
+    const Event a, b;
     double elapsed = 0;
     int batch = 1;
     while (elapsed < opt.warmup_ms && rep < kMaxWarmupRuns) {
-      NIBBLE_CUDA_CHECK(cudaEventRecord(a, stream));
+      NIBBLE_CUDA_CHECK(cudaEventRecord(a.get(), stream));
       for (int i = 0; i < batch && rep < kMaxWarmupRuns; ++i) work(stream, rep++);
-      NIBBLE_CUDA_CHECK(cudaEventRecord(b, stream));
-      NIBBLE_CUDA_CHECK(cudaEventSynchronize(b));
+      NIBBLE_CUDA_CHECK(cudaEventRecord(b.get(), stream));
+      NIBBLE_CUDA_CHECK(cudaEventSynchronize(b.get()));
       float t = 0;
-      NIBBLE_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+      NIBBLE_CUDA_CHECK(cudaEventElapsedTime(&t, a.get(), b.get()));
       elapsed += t;
       const int runs = rep - opt.warmup;  // time-based runs so far (>= 1)
       const double per_run = elapsed > 0 ? elapsed / runs : opt.warmup_ms;
       batch = static_cast<int>(std::clamp(std::ceil((opt.warmup_ms - elapsed) / per_run), 1.0, 256.0));
     }
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
   }
   const int n = std::max(1, opt.iters);
-  std::vector<cudaEvent_t> start(n), stop(n);
-  for (int i = 0; i < n; ++i) {
-    NIBBLE_CUDA_CHECK(cudaEventCreate(&start[i]));
-    NIBBLE_CUDA_CHECK(cudaEventCreate(&stop[i]));
-  }
+  const std::vector<Event> start(n), stop(n);
   for (int i = 0; i < n; ++i) {
     if (opt.flush_l2) flusher.flush(stream);
-    NIBBLE_CUDA_CHECK(cudaEventRecord(start[i], stream));
+    NIBBLE_CUDA_CHECK(cudaEventRecord(start[i].get(), stream));
     work(stream, rep + i);
-    NIBBLE_CUDA_CHECK(cudaEventRecord(stop[i], stream));
+    NIBBLE_CUDA_CHECK(cudaEventRecord(stop[i].get(), stream));
   }
   NIBBLE_CUDA_CHECK(cudaStreamSynchronize(stream));
   std::vector<double> ms(n);
   for (int i = 0; i < n; ++i) {
     float t = 0;
-    NIBBLE_CUDA_CHECK(cudaEventElapsedTime(&t, start[i], stop[i]));
+    NIBBLE_CUDA_CHECK(cudaEventElapsedTime(&t, start[i].get(), stop[i].get()));
     ms[i] = t;
-    cudaEventDestroy(start[i]);
-    cudaEventDestroy(stop[i]);
   }
   TimingStats s;
   s.runs = n;
@@ -137,15 +127,13 @@ void warm_up_clocks(double ms, cudaStream_t stream) {
 }
 
 double measure_copy_bandwidth(size_t bytes, const TimingOptions& opt, cudaStream_t stream) {
-  void *src = nullptr, *dst = nullptr;
-  NIBBLE_CUDA_CHECK(cudaMalloc(&src, bytes));
-  NIBBLE_CUDA_CHECK(cudaMalloc(&dst, bytes));
-  NIBBLE_CUDA_CHECK(cudaMemsetAsync(src, 0x3c, bytes, stream));
+  const DeviceBuffer src(bytes, "the copy bandwidth's source"), dst(bytes, "the copy bandwidth's destination");
+  NIBBLE_CUDA_CHECK(cudaMemsetAsync(src.get(), 0x3c, bytes, stream));
   const TimingStats t = time_on_gpu(
-      [&](cudaStream_t s, int) { NIBBLE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s)); },
+      [&](cudaStream_t s, int) {
+        NIBBLE_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, s));
+      },
       opt, stream);
-  cudaFree(src);
-  cudaFree(dst);
   return 2.0 * static_cast<double>(bytes) / (t.median_ms * 1e-3);
 }
 

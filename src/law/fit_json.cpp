@@ -1,4 +1,4 @@
-// Fit results to and from JSON. The field names are a contract (SPEC section 7 / issue 7): A, alpha,
+// Fit results to and from JSON. The field names are a contract (docs/spec.md §7, docs/law.md): A, alpha,
 // B, beta, E, gamma, schemes {name: {eff_n, eff_d, intervals}}.
 #include <fmt/format.h>
 

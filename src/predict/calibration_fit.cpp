@@ -170,8 +170,8 @@ Calibration load_calibration(const std::string& path) {
   return c;
 }
 
-// Our own H200 measurement (a `nibble bench --json` result kept in data/calibration/) when present;
-// otherwise the SPEC section 8 reference numbers.
+// A measured H200 result (nibble bench --json, kept in data/calibration/) when present;
+// otherwise the docs/spec.md §8 reference numbers.
 Calibration default_calibration() {
   static const Calibration c = [] {
     const auto measured = workload::data_dir() / "calibration" / kMeasuredCalibrationFile;

@@ -1,4 +1,4 @@
-// Bytes per operand and per saved-for-backward tensor for each recipe (SPEC section 2). Block-scaled
+// Bytes per operand and per saved-for-backward tensor for each recipe (docs/spec.md §2). Block-scaled
 // FP8 counts the padded buffers cuBLASLt reads (scale_layout.hpp); MX and NV formats count one scale
 // byte per block without the 128x4 tile padding (their Hopper GEMMs re-encode or decode anyway).
 #include <algorithm>

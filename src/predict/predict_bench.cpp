@@ -3,11 +3,13 @@
 #include "nibble/results/row_from_gemm.hpp"
 #include "nibble/predict/operand_memory.hpp"
 #include "nibble/predict.hpp"
+#include "nibble/predict/public_calibration.hpp"
 #include "nibble/quant/layer_shape_rule.hpp"
 
 #include <fmt/format.h>
 
 #include <cmath>
+#include <optional>
 
 namespace nibble::predict {
 
@@ -19,7 +21,14 @@ bench::BenchResult predict_bench(const workload::Workload& w, const std::vector<
   if (recipes.empty()) throw std::invalid_argument("recipes: empty; give at least one (e.g. bf16)");
   if (modes.empty()) throw std::invalid_argument("modes: empty; give pre-quantized, step or per-gemm");
   for (const auto& r : recipes) execution_for(r, gpu);  // unknown names fail before any work
-  const Calibration calibration = options.calibration ? *options.calibration : calibration_for(gpu.name);
+  Calibration calibration = options.calibration ? *options.calibration : calibration_for(gpu.name);
+  // A Blackwell GPU without its own measurement: the efficiencies of the families public measurements cover come
+  // from them, and every time gets their leave-one-out interval (public_calibration.hpp).
+  std::optional<PublicFit> public_fit;
+  if (!options.calibration && gpu.compute_capability >= 100 && calibration.gpu != gpu.name) {
+    public_fit = fit_public(load_public_data(), gpus, efficiency_of(calibration_for("H100 SXM"), "fp8-tensor"));
+    for (const auto& [family, e] : public_fit->efficiency) calibration.efficiency[family] = e;
+  }
 
   bench::BenchResult out;
   out.predicted = true;
@@ -35,9 +44,28 @@ bench::BenchResult predict_bench(const workload::Workload& w, const std::vector<
   out.layers = w.layers;
   out.baseline_recipe = options.baseline_recipe;
   out.copy_bandwidth_gbs = gpu.copy_bandwidth_gbs();
+  if (options.grad_accum < 1)
+    throw std::invalid_argument(fmt::format("grad_accum: {} must be at least 1 (micro-batches per optimizer step)",
+                                            options.grad_accum));
+  out.grad_accum = options.grad_accum;
   out.notes.push_back(fmt::format("PREDICTED by nibble's performance model for {} ({}); calibration: {}",
                                   gpu.name, gpu.source, calibration.label));
   for (const auto& n : calibration.notes) out.notes.push_back("calibration: " + n);
+  if (public_fit) {
+    for (const auto& n : public_fit->notes) out.notes.push_back("calibration: " + n);
+    out.interval.low = public_fit->low;
+    out.interval.high = public_fit->high;
+    out.interval.method = fmt::format(
+        "x{:.2f} .. x{:.2f}: the extremes over {} public Blackwell measurements, each predicted from the others of its "
+        "format (leave one out, docs/predict.md); families {}; bf16 keeps the Hopper efficiency, inside the same "
+        "interval", public_fit->low, public_fit->high, public_fit->left_out_points,
+        [&] {
+          std::string f;
+          for (const auto& [family, n] : public_fit->points_per_family)
+            f += fmt::format("{}{} ({} points)", f.empty() ? "" : ", ", family, n);
+          return f;
+        }());
+  }
   if (!calibration.gpu.empty() && calibration.gpu != gpu.name) {
     // Efficiencies and quantization fractions come from another GPU: say how far that carries.
     out.notes.push_back(fmt::format(
@@ -51,15 +79,15 @@ bench::BenchResult predict_bench(const workload::Workload& w, const std::vector<
     for (const std::string& recipe : recipes)
       for (const workload::Gemm& g : w.gemms) {
         bench::Row row = bench::row_from_gemm(g, recipe, mode);
-        // lm_head and attention GEMMs stay in bf16 in every recipe (SPEC section 3).
+        // lm_head and attention GEMMs stay in bf16 in every recipe (docs/spec.md §3).
         const bool quantized = workload::is_block_linear(g.layer);
         const std::string run_as = quantized ? recipe : "bf16";
         Execution exec = execution_for(run_as, gpu);
         // Per-gemm mode runs Transformer Engine's settings, fast accumulation everywhere: the engine labels
         // Hopper's re-encoded MXFP4 GEMMs emulated-approximate then (the exact label needs split
         // accumulation), so the prediction says the same. Their time keeps the fp8-rowwise efficiency:
-        // fast accumulation made them 19% faster on an H100 but 6% on the H200 (session 27,
-        // docs/predict.md), too unlike for one factor, and no calibration file holds per-gemm rows.
+        // fast accumulation makes them 19% faster on an H100 but 6% on an H200 (docs/predict.md), too
+        // unlike for one factor, and no calibration file holds per-gemm rows.
         if (mode == bench::Mode::per_gemm && exec.family == "fp8-rowwise")
           exec.path = std::string(bench::path::emulated_approximate);
         // A row the measurement would reject gets no time either: a layer the recipe's blocks do not
@@ -85,8 +113,12 @@ bench::BenchResult predict_bench(const workload::Workload& w, const std::vector<
         const Shape shape{g.m, g.k, g.n, 1};
         const double ms = gemm_ms(shape, exec, gpu, efficiency_of(calibration, exec.family));
         row.gemm = {ms, ms, ms, ms, ms, 0};
+        const double quant_bandwidth = out.copy_bandwidth_gbs * 1e9 * calibration.quant_fraction(recipe);  // bytes/s
         row.quant_bytes = quantized ? quant_bytes(recipe, g.pass, mode, shape, gpu) : 0;
-        row.quant_ms = row.quant_bytes / (out.copy_bandwidth_gbs * 1e9 * calibration.quant_fraction(recipe)) * 1e3;
+        row.quant_ms = row.quant_bytes / quant_bandwidth * 1e3;
+        row.weight_quant_bytes = quantized ? weight_quant_bytes(recipe, g.pass, mode, shape, gpu) : 0;
+        row.weight_quant_ms = row.weight_quant_bytes / quant_bandwidth * 1e3;
+        bench::amortise_weight_quant(row, out.grad_accum);
         row.path = std::string(bench::path::predicted);
         row.predicted_path = exec.path;
         bench::finish_row(row, exec.peak_tflops);

@@ -21,15 +21,18 @@ constexpr double kBf16 = 2.0;
 // both copies), the re-rotation of the saved forward codes (4-bit in, 4-bit out), on Hopper the E4M3
 // re-encoding of what the backward GEMMs read, and the epilogue (read the BF16 GEMM output and the
 // masks, write the BF16 result).
+// Quartet's forward quantizer, bytes per element of one operand.
+double quartet_forward_bytes(const TrafficOptions& o) {
+  return kBf16 + kFp4 + kMask + (o.hopper ? kE4m3 : 0.0) + (o.hopper && !o.quartet_forward_fused ? kFp4 : 0.0);
+}
+
 double quartet_pass_bytes(std::string_view pass, bench::Mode mode, const bench::LinearShape& l,
                           const TrafficOptions& o) {
   const double t = static_cast<double>(l.t), i = static_cast<double>(l.i), out = static_cast<double>(l.o);
   const double reenc = o.hopper ? kFp4 + kE4m3 : 0.0;  // read the MXFP4 copy, write E4M3
   const double epi = kBf16 + kBf16 + kMask;
   if (pass == "fprop") {
-    const double fwd = kBf16 + kFp4 + kMask + (o.hopper ? kE4m3 : 0.0) +
-                       (o.hopper && !o.quartet_forward_fused ? kFp4 : 0.0);
-    return (t * i + out * i) * fwd;
+    return (t * i + out * i) * quartet_forward_bytes(o);
   }
   if (pass == "dgrad") {
     const double dy_copies = mode == bench::Mode::step ? 2 : 1;
@@ -73,13 +76,28 @@ double tensor_quant_bytes(std::string_view recipe, TensorRole role, int64_t rows
                               "' quantizes whole layers, not single tensors: use pass_quant_bytes");
 }
 
-double pass_quant_bytes(std::string_view recipe, std::string_view pass, bench::Mode mode, const bench::LinearShape& l,
-                        const TrafficOptions& o) {
+namespace {
+void check_recipe_and_pass(std::string_view recipe, std::string_view pass) {
   quant::require_recipe_name(recipe, "quantization traffic");
   if (pass != "fprop" && pass != "dgrad" && pass != "wgrad") {
     throw std::invalid_argument("quantization traffic: pass '" + std::string(pass) +
                                 "' is unknown; use fprop, dgrad or wgrad");
   }
+}
+}  // namespace
+
+double pass_weight_quant_bytes(std::string_view recipe, std::string_view pass, bench::Mode mode,
+                               const bench::LinearShape& l, const TrafficOptions& o) {
+  check_recipe_and_pass(recipe, pass);
+  if (mode != bench::Mode::step || pass != "fprop" || recipe == "bf16") return 0;
+  // Quartet's backward re-rotates the saved weight codes with the step's random Hadamard: not cached.
+  if (recipe == "quartet") return static_cast<double>(l.o) * static_cast<double>(l.i) * quartet_forward_bytes(o);
+  return tensor_quant_bytes(recipe, TensorRole::weight, l.o, l.i, true, true, o);
+}
+
+double pass_quant_bytes(std::string_view recipe, std::string_view pass, bench::Mode mode, const bench::LinearShape& l,
+                        const TrafficOptions& o) {
+  check_recipe_and_pass(recipe, pass);
   if (mode == bench::Mode::pre_quantized || recipe == "bf16") return 0;
   if (recipe == "quartet") return quartet_pass_bytes(pass, mode, l, o);
   auto x = [&](bool r, bool c) { return tensor_quant_bytes(recipe, TensorRole::activation, l.t, l.i, r, c, o); };

@@ -1,4 +1,4 @@
-// Which tensor-core path each recipe takes on a GPU (SPEC section 4), and the bytes its
+// Which tensor-core path each recipe takes on a GPU (docs/spec.md §4), and the bytes its
 // quantization moves per GEMM.
 #include "nibble/predict.hpp"
 #include "nibble/predict/quant_traffic.hpp"
@@ -25,7 +25,7 @@ Execution execution_for(std::string_view recipe, const GpuSpec& gpu) {
   if (recipe == "fp8-block")
     // cuBLASLt has the 128-block scale modes (VEC128_32F, BLK128x128_32F) on sm_90 only. On Blackwell
     // Transformer Engine runs this recipe's GEMMs as MXFP8 (its PR #2157): the block scales are powers of
-    // two (SPEC section 2), so each becomes an exact E8M0 scale repeated over the 1x32 blocks it covers.
+    // two (docs/spec.md §2), so each becomes an exact E8M0 scale repeated over the 1x32 blocks it covers.
     return bw ? Execution{"mx-native", std::string(bench::path::emulated_exact_fp8), gpu.fp8_tflops, 1 + 1.0 / 32}
               : Execution{"fp8-block", native, gpu.fp8_tflops, 1 + 4.0 / 128};
   if (recipe == "mxfp8")
@@ -44,16 +44,30 @@ Execution execution_for(std::string_view recipe, const GpuSpec& gpu) {
   throw std::logic_error(fmt::format("prediction: recipe '{}' has no execution model", recipe));
 }
 
+namespace {
+// The layer from the GEMM: fprop M x K x N = T x I x O, dgrad T x O x I, wgrad I x T x O.
+bench::LinearShape layer_of(const std::string& pass, const Shape& s) {
+  return pass == "dgrad" ? bench::LinearShape{s.m, s.n, s.k}
+         : pass == "wgrad" ? bench::LinearShape{s.k, s.m, s.n}
+                           : bench::LinearShape{s.m, s.k, s.n};
+}
+TrafficOptions traffic_for(const GpuSpec& gpu) {
+  TrafficOptions o;
+  o.hopper = !is_blackwell(gpu);
+  return o;
+}
+}  // namespace
+
 double quant_bytes(std::string_view recipe, const std::string& pass, bench::Mode mode, const Shape& s,
                    const GpuSpec& gpu) {
   execution_for(recipe, gpu);  // validates the name
-  // The layer from the GEMM: fprop M x K x N = T x I x O, dgrad T x O x I, wgrad I x T x O.
-  const bench::LinearShape l = pass == "dgrad" ? bench::LinearShape{s.m, s.n, s.k}
-                               : pass == "wgrad" ? bench::LinearShape{s.k, s.m, s.n}
-                                                 : bench::LinearShape{s.m, s.k, s.n};
-  TrafficOptions o;
-  o.hopper = !is_blackwell(gpu);
-  return pass_quant_bytes(recipe, pass, mode, l, o);
+  return pass_quant_bytes(recipe, pass, mode, layer_of(pass, s), traffic_for(gpu));
+}
+
+double weight_quant_bytes(std::string_view recipe, const std::string& pass, bench::Mode mode, const Shape& s,
+                          const GpuSpec& gpu) {
+  execution_for(recipe, gpu);
+  return pass_weight_quant_bytes(recipe, pass, mode, layer_of(pass, s), traffic_for(gpu));
 }
 
 }  // namespace nibble::predict

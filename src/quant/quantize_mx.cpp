@@ -2,6 +2,7 @@
 #include <string>
 
 #include "nibble/quant/quantizers.hpp"
+#include "nibble/quant/recipe.hpp"
 #include "shape_checks.hpp"
 
 namespace nibble::quant {
@@ -28,7 +29,7 @@ QuantizedTensor quantize_mx(const float* x, int64_t rows, int64_t cols, ElementF
   q.stochastic = key.enabled;
   q.seed = key.seed;
   q.stream = key.stream;
-  q.produced_by = std::string("cpu-reference ") + who + (rule == MxScaleRule::ocp ? " (ocp scale)" : " (round-up scale)");
+  q.produced_by = std::string("cpu-reference ") + who + " (" + mx_scale_rule_name(rule) + " scale)";
   return q;
 }
 

@@ -1,4 +1,4 @@
-// CPU reference: Quartet (SPEC 3). Forward: Hadamard (no signs) + QuEST with a trust mask.
+// CPU reference: Quartet (docs/spec.md §3). Forward: Hadamard (no signs) + QuEST with a trust mask.
 // Backward: seeded random-sign Hadamard + the 3/4-prescaled absmax quantizer.
 #include <string>
 #include <vector>
@@ -32,6 +32,8 @@ QuantizedTensor quantize_quartet_forward(const float* x, int64_t rows, int64_t c
   const std::vector<float> xr = rotated_copy(x, rows, cols, rotation);
   QuantizedTensor q = make_quantized_tensor(rows, cols, ElementFormat::e2m1, 1, 32, ScaleFormat::e8m0, true);
   q.rotation = rotation;
+  // absmax stores 3/4 of the values (as the backward quantizer): GEMM outputs times 16/9.
+  if (kind == ForwardQuantizer::absmax) q.prescale = kQuartetBackwardPrescale;
   uint8_t codes[32];
   bool trusted[32];
   for (int64_t r = 0; r < rows; ++r) {
@@ -47,7 +49,7 @@ QuantizedTensor quantize_quartet_forward(const float* x, int64_t rows, int64_t c
     }
   }
   q.produced_by = std::string("cpu-reference quartet forward (") + (rotate ? "hadamard-" + std::to_string(hadamard_size) : "no rotation") +
-                  (kind == ForwardQuantizer::quest ? ", quest)" : ", absmax)");
+                  (kind == ForwardQuantizer::quest ? ", quest)" : ", absmax, prescale 0.75)");
   return q;
 }
 

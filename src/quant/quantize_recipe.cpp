@@ -1,4 +1,4 @@
-// The one entry point: per-role rules of every recipe (SPEC 2, docs/recipes.md).
+// The one entry point: per-role rules of every recipe (docs/spec.md §2, docs/recipes.md).
 #include <stdexcept>
 #include <string>
 
@@ -34,22 +34,28 @@ QuantizedTensor quantize_per_role(Recipe recipe, const float* x, int64_t rows, i
     case Recipe::fp8_delayed: {
       detail::require_input("fp8-delayed", x, rows, cols);
       const float amax = amax_of(x, rows * cols);
-      // One-shot (no history): the history is seeded with this tensor's own amax.
-      const float s_enc = o.history ? o.history->encode_scale(element_max(fp8))
+      // Without a history (one-shot tools) the steady state is modelled: history = this tensor's amax.
+      const float s_enc = o.history ? o.history->encode_scale(element_max(fp8), amax)
                                     : per_tensor_encode_scale(element_max(fp8), amax, o.margin);
+      const bool first = o.history && o.history->size() == 0;
       QuantizedTensor q = quantize_fp8_per_tensor(x, rows, cols, fp8, s_enc, rounding_key(o, kStreamFp8, false));
-      if (o.history) o.history->record(amax);
+      if (o.history) o.history->record(amax, element_max(fp8));
       q.produced_by = std::string("cpu-reference fp8 per-tensor delayed scaling ") + element_format_name(fp8) +
-                      (o.history ? " (history)" : " (one-shot: history = own amax)");
+                      (!o.history ? " (steady state: history = own amax)"
+                       : !first   ? " (history)"
+                       : o.history->first_step() == DelayedFirstStep::te ? " (first step: scale 1)"
+                                                                         : " (first step: own amax)");
       return q;
     }
     case Recipe::fp8_block:
       reject_stochastic(recipe, o, "its blocks round to nearest");
       return o.role == Role::w ? quantize_fp8_block_128x128(x, rows, cols) : quantize_fp8_block_1x128(x, rows, cols);
     case Recipe::mxfp8:
-      return quantize_mx(x, rows, cols, ElementFormat::e4m3, o.mx_scale_rule, rounding_key(o, kStreamMx, false));
+      return quantize_mx(x, rows, cols, ElementFormat::e4m3, o.mx_scale_rule.value_or(default_mx_scale_rule(recipe)),
+                         rounding_key(o, kStreamMx, false));
     case Recipe::mxfp4:
-      return quantize_mx(x, rows, cols, ElementFormat::e2m1, o.mx_scale_rule, rounding_key(o, kStreamMx, false));
+      return quantize_mx(x, rows, cols, ElementFormat::e2m1, o.mx_scale_rule.value_or(default_mx_scale_rule(recipe)),
+                         rounding_key(o, kStreamMx, false));
     case Recipe::nvfp4:
       return quantize_nvfp4(x, rows, cols, o.role == Role::w ? 16 : 1, rounding_key(o, kStreamNvfp4, dy), o.nvfp4_rht);
     case Recipe::quartet:

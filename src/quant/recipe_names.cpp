@@ -35,4 +35,14 @@ Role parse_role(std::string_view name) {
                               "'; valid roles: x (activation), w (weight), dy (gradient)");
 }
 
+MxScaleRule parse_mx_scale_rule(std::string_view name) {
+  if (name == "te" || name == "round-up" || name == "round_up") return MxScaleRule::te;
+  if (name == "ocp") return MxScaleRule::ocp;
+  throw std::invalid_argument("unknown MX scale rule '" + std::string(name) +
+                              "'; valid: te (Transformer Engine: E8M0 of amax * fl(1/fmax) rounded up, "
+                              "mxfp8's default; alias round-up) or ocp (floor(log2 amax) - emax, mxfp4's default)");
+}
+
+const char* mx_scale_rule_name(MxScaleRule r) { return r == MxScaleRule::te ? "te" : "ocp"; }
+
 }  // namespace nibble::quant

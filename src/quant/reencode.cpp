@@ -1,4 +1,4 @@
-// Exact emulation encoders (SPEC 4): MXFP4 -> E4M3 with one power-of-two scale per set, and
+// Exact emulation encoders (docs/spec.md §4): MXFP4 -> E4M3 with one power-of-two scale per set, and
 // decode to BF16 for the BF16 emulation of mxfp8 / nvfp4.
 #include "nibble/quant/reencode.hpp"
 

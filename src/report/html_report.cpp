@@ -1,5 +1,5 @@
 // The HTML report: one self-contained file (inline CSS and SVG, no script, no external reference)
-// so it can be mailed, archived in docs/perf/ and opened offline.
+// so it can be mailed, archived beside its result JSON and opened offline.
 #include "nibble/report/interpretation.hpp"
 #include "nibble/results/aggregate.hpp"
 #include "nibble/report/notes.hpp"
@@ -33,7 +33,9 @@ std::string summary_rows(const std::vector<bench::RecipeSummary>& sums) {
       "<table><tr><th class=l>recipe</th><th class=l>mode</th><th>fprop ms</th><th>dgrad ms</th>"
       "<th>wgrad ms</th><th>quant ms</th><th>quant vs copy</th><th>layer ms</th><th>model ms</th><th>TFLOP/s</th>"
       "<th>vs bf16</th><th>vs baseline</th><th>quant overhead ms</th><th>bound ms</th>"
-      "<th>fwd / bwd vs bf16</th><th>as one sequence ms (vs bf16)</th><th class=l>path</th></tr>\n";
+      "<th>fwd / bwd vs bf16</th><th>as one sequence ms (vs bf16)</th><th>model ms [interval]</th>"
+      "<th>tokens/s (blocks only) [interval]</th><th>model vs bf16</th><th>W-quant ms (counted)</th>"
+      "<th class=l>path</th></tr>\n";
   for (const auto& s : sums) {
     std::string path = s.path == "predicted" ? "predicted: " + s.predicted_path : s.path;
     if (s.mixed_paths) path += " (mixed)";
@@ -41,14 +43,17 @@ std::string summary_rows(const std::vector<bench::RecipeSummary>& sums) {
     out += fmt::format(
         "<tr><td class=l>{}</td><td class=l>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
         "<td><b>{}</b></td><td>{}</td><td>{}</td><td><b>{}</b></td><td>{}</td><td>{}</td><td>{}</td>"
-        "<td>{} / {}</td><td>{} ({})</td><td class=l>{}</td></tr>\n",
+        "<td>{} / {}</td><td>{} ({})</td><td>{}</td><td>{}</td><td>{}</td><td>{} ({})</td><td class=l>{}</td></tr>\n",
         escape(s.recipe), bench::to_string(s.mode), ms_text(s.ms.fprop_ms), ms_text(s.ms.dgrad_ms),
         ms_text(s.ms.wgrad_ms), ms_text(s.quant.total_ms()),
         std::isfinite(s.quant_vs_copy) ? fmt::format("{:.2f}", s.quant_vs_copy) : std::string("-"), ms_text(s.layer_ms), ms_text(s.model_ms),
         tflops_text(s.layer_tflops), speedup_text(s.speedup_vs_bf16), speedup_text(s.speedup_vs_baseline),
         ms_text(s.quant_overhead_ms), ms_text(s.bound_layer_ms), speedup_text(s.forward_speedup_vs_bf16),
         speedup_text(s.backward_speedup_vs_bf16), ms_text(s.sequence_layer_ms),
-        speedup_text(s.sequence_speedup_vs_bf16), escape(path));
+        speedup_text(s.sequence_speedup_vs_bf16), ms_interval_text(s.model_ms, s.model_ms_low, s.model_ms_high),
+        tokens_interval_text(s.tokens_per_s, s.tokens_per_s_low, s.tokens_per_s_high),
+        speedup_text(s.model_speedup_vs_bf16), ms_text(s.weight_quant_ms), ms_text(s.weight_quant_share_ms),
+        escape(path));
   }
   return out + "</table>\n";
 }

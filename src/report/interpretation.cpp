@@ -29,7 +29,7 @@ std::vector<std::string> interpretation_lines(const std::vector<bench::RecipeSum
                        best->recipe, bench::to_string(best->mode), best->speedup_vs_bf16));
     if (std::isfinite(best->forward_speedup_vs_bf16) && std::isfinite(best->backward_speedup_vs_bf16))
       out.push_back(fmt::format("its forward speedup {:.2f}x and backward speedup {:.2f}x give a training "
-                         "speedup of {:.2f}x on the GEMMs (SPEC 7: 1/(1/(3 fw) + 2/(3 bw))).",
+                         "speedup of {:.2f}x on the GEMMs (docs/spec.md §7: 1/(1/(3 fw) + 2/(3 bw))).",
                          best->forward_speedup_vs_bf16, best->backward_speedup_vs_bf16,
                          bench::training_speedup(best->forward_speedup_vs_bf16, best->backward_speedup_vs_bf16)));
     // The runner-up in the same mode: is the order of the two within this run's own timing variation?

@@ -99,9 +99,40 @@ std::string summary_table(const std::vector<RecipeSummary>& sums, const BenchRes
                        speedup_text(s.speedup_vs_bf16), speedup_text(s.speedup_vs_baseline),
                        ms_text(s.bound_layer_ms), path);
   }
-  out += fmt::format("(model = layer x {} layers + once-per-model GEMMs; bound = GEMMs on pre-quantized operands "
+  out += fmt::format("(model = the blocks (per model table below) + once-per-model GEMMs; layer = one block under the recipe, {} blocks in all; bound = GEMMs on pre-quantized operands "
                      "(per-gemm: its own GEMMs, with Transformer Engine's settings) + quantization bytes / copy "
                      "bandwidth)\n", r.layers);
+  return out;
+}
+
+// The whole model per recipe: its blocks under the layer plan, throughput, the weight quantization that
+// gradient accumulation amortises, and the prediction interval when the result has one.
+std::string model_table(const std::vector<RecipeSummary>& sums, const BenchResult& r) {
+  const bool interval = r.interval.present();
+  std::string out = fmt::format("\nper model, one micro-batch of {} tokens through all {} blocks{}{}\n", r.tokens,
+                                r.layers,
+                                r.layer_plan.bf16_blocks() > 0
+                                    ? fmt::format(" ({} kept in BF16: {})", r.layer_plan.bf16_blocks(),
+                                                  bench::to_string(r.layer_plan))
+                                    : "",
+                                r.grad_accum > 1 ? fmt::format(", gradient accumulation over {}", r.grad_accum) : "");
+  const int w_ms = interval ? 28 : 11, w_tok = interval ? 26 : 11;
+  out += fmt::format("{:<13}{:<14}{:>{}}{:>{}}{:>9}{:>14}{:>14}\n", "recipe", "mode", "blocks ms", w_ms, "tokens/s",
+                     w_tok, "vs bf16", "W-quant ms", "of it counted");
+  for (const RecipeSummary& s : sums) {
+    const double blocks_low = interval ? s.blocks_ms * r.interval.low : bench::kNaN;
+    const double blocks_high = interval ? s.blocks_ms * r.interval.high : bench::kNaN;
+    out += fmt::format("{:<13}{:<14}{:>{}}{:>{}}{:>9}{:>14}{:>14}\n", s.recipe, bench::to_string(s.mode),
+                       ms_interval_text(s.blocks_ms, blocks_low, blocks_high), w_ms,
+                       tokens_interval_text(s.tokens_per_s, s.tokens_per_s_low, s.tokens_per_s_high), w_tok,
+                       speedup_text(s.model_speedup_vs_bf16), s.weight_quant_ms > 0 ? ms_text(s.weight_quant_ms) : "-",
+                       s.weight_quant_ms > 0 ? ms_text(s.weight_quant_share_ms) : "-");
+  }
+  out += "(blocks = the transformer blocks' linear GEMMs and their quantization, each block under its plan; tokens/s = "
+         "tokens / blocks ms: embeddings, LM head, attention core, communication and the optimizer are excluded. "
+         "W-quant = one quantization of one block's weights (step mode); counted = its share per micro-batch, "
+         "W-quant / grad_accum, included in every time above)\n";
+  if (interval) out += fmt::format("(intervals: {})\n", r.interval.method);
   return out;
 }
 
@@ -271,6 +302,7 @@ std::string render_terminal(const BenchResult& r) {
   for (Mode mode : bench::modes_in(r)) out += pass_tables(r, mode, recipes);
   const auto sums = bench::summarize(r);
   out += summary_table(sums, r);
+  out += model_table(sums, r);
   out += overhead_and_asymmetry(sums, r);
   out += sequence_table(sums);
   out += sweep_table(r);

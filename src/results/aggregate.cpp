@@ -77,6 +77,7 @@ RecipeSummary sum_rows(const BenchResult& result, const std::string& recipe, Mod
     }
     add_to_pass(s.gemm, r.pass, r.gemm.median_ms * c);
     add_to_pass(s.quant, r.pass, r.quant_ms * c);
+    s.weight_quant_ms += r.weight_quant_ms * c;
     s.quant_bytes += r.quant_bytes * c;
     add_to_pass(s.ms, r.pass, r.total_ms * c);
     s.layer_flops += r.flops * c;
@@ -94,6 +95,7 @@ RecipeSummary sum_rows(const BenchResult& result, const std::string& recipe, Mod
   s.predicted_path = dominant(flops_by_predicted_path);
   s.mixed_paths = flops_by_path.size() > 1 || flops_by_predicted_path.size() > 1;
   s.layer_ms = s.ms.total_ms();
+  s.weight_quant_share_ms = s.weight_quant_ms / std::max(1, result.grad_accum);
   s.model_ms = s.layer_ms * static_cast<double>(result.layers) + s.once_per_model_ms;
   s.layer_tflops = s.layer_ms > 0 ? s.layer_flops / (s.layer_ms * 1e-3) / 1e12 : kNaN;
   s.bound_layer_ms = (any_row && bound_complete) ? bound : kNaN;
@@ -157,6 +159,32 @@ std::vector<RecipeSummary> summarize(const BenchResult& result) {
         s.quant_overhead_ms = s.layer_ms - pre->layer_ms;
     if (s.quant.total_ms() > 0 && s.quant_bytes > 0 && result.copy_bandwidth_gbs > 0)
       s.quant_vs_copy = s.quant_bytes / (result.copy_bandwidth_gbs * 1e6) / s.quant.total_ms();  // GB/s x 1e6 = bytes/ms
+  }
+  // Model totals under the layer plan, once every layer_ms is known (the bf16 blocks take bf16's).
+  const int64_t kept = std::min(result.layer_plan.bf16_blocks(), result.layers);
+  for (RecipeSummary& s : out) {
+    s.bf16_blocks = kept;
+    const RecipeSummary* b = bf16_for(out, s.mode);
+    const double kept_ms = kept == 0 ? 0.0 : b && b->failed_rows == 0 ? b->layer_ms * static_cast<double>(kept) : kNaN;
+    s.blocks_ms = s.layer_ms * static_cast<double>(result.layers - kept) + kept_ms;
+    s.model_ms = s.blocks_ms + s.once_per_model_ms;
+    if (s.failed_rows == 0 && s.blocks_ms > 0 && result.tokens > 0)
+      s.tokens_per_s = static_cast<double>(result.tokens) / (s.blocks_ms * 1e-3);
+    else
+      s.tokens_per_s = kNaN;
+  }
+  for (RecipeSummary& s : out) {
+    if (s.failed_rows > 0) continue;
+    if (const RecipeSummary* b = bf16_for(out, s.mode); b && b->failed_rows == 0)
+      s.model_speedup_vs_bf16 = ratio(b->blocks_ms, s.blocks_ms);
+    if (result.interval.present()) {
+      s.layer_ms_low = s.layer_ms * result.interval.low;
+      s.layer_ms_high = s.layer_ms * result.interval.high;
+      s.model_ms_low = s.model_ms * result.interval.low;
+      s.model_ms_high = s.model_ms * result.interval.high;
+      s.tokens_per_s_low = s.tokens_per_s / result.interval.high;
+      s.tokens_per_s_high = s.tokens_per_s / result.interval.low;
+    }
   }
   return out;
 }

@@ -51,13 +51,15 @@ json row_json(const Row& r) {
             {"pct_of_peak", r.pct_of_peak},
             {"path", r.path},
             {"quant_bytes", r.quant_bytes},
+            {"weight_quant_ms", r.weight_quant_ms},
+            {"weight_quant_bytes", r.weight_quant_bytes},
             {"bound_ms", number_or_null(r.bound_ms)},
             {"error", r.error.empty() ? json(nullptr) : json(r.error)}};
   put_timing(j, "gemm", r.gemm);
   if (!r.ok()) {
     // A failed row measured nothing: its times are null, not 0 (read back as NaN; aggregation skips it).
     for (const char* k : {"gemm_ms", "gemm_p10_ms", "gemm_p90_ms", "gemm_min_ms", "gemm_max_ms", "quant_ms", "total_ms",
-                          "tflops", "pct_of_peak", "quant_bytes"}) {
+                          "tflops", "pct_of_peak", "quant_bytes", "weight_quant_ms", "weight_quant_bytes"}) {
       j[k] = nullptr;
     }
   }
@@ -89,6 +91,18 @@ json summary_json(const RecipeSummary& s) {
             {"quant_vs_copy", number_or_null(s.quant_vs_copy)},
             {"sequence_layer_ms", number_or_null(s.sequence_layer_ms)},
             {"sequence_speedup_vs_bf16", number_or_null(s.sequence_speedup_vs_bf16)},
+            {"weight_quant_ms", s.weight_quant_ms},
+            {"weight_quant_share_ms", s.weight_quant_share_ms},
+            {"blocks_ms", number_or_null(s.blocks_ms)},
+            {"bf16_blocks", s.bf16_blocks},
+            {"tokens_per_s", number_or_null(s.tokens_per_s)},
+            {"model_speedup_vs_bf16", number_or_null(s.model_speedup_vs_bf16)},
+            {"layer_ms_low", number_or_null(s.layer_ms_low)},
+            {"layer_ms_high", number_or_null(s.layer_ms_high)},
+            {"model_ms_low", number_or_null(s.model_ms_low)},
+            {"model_ms_high", number_or_null(s.model_ms_high)},
+            {"tokens_per_s_low", number_or_null(s.tokens_per_s_low)},
+            {"tokens_per_s_high", number_or_null(s.tokens_per_s_high)},
             {"failed_rows", s.failed_rows}};
   if (!s.predicted_path.empty()) j["predicted_path"] = s.predicted_path;
   return j;
@@ -220,6 +234,10 @@ Row row_from_json(const json& j, const std::string& where) {
   r.predicted_path = get_string_or(j, "predicted_path", where, "");
   if (!r.predicted_path.empty()) check_path(r.predicted_path, where + ".predicted_path");
   r.quant_bytes = get_number_or(j, "quant_bytes", where, 0);
+  r.weight_quant_ms = get_number_or(j, "weight_quant_ms", where, 0);
+  r.weight_quant_bytes = get_number_or(j, "weight_quant_bytes", where, 0);
+  if (r.ok() && !(r.weight_quant_ms >= 0 && r.weight_quant_bytes >= 0))
+    throw std::invalid_argument(fmt::format("{}.weight_quant_ms / weight_quant_bytes: must not be negative", where));
   r.bound_ms = get_number_or(j, "bound_ms", where, kNaN);
   if (r.ok() && !(r.total_ms >= 0 && std::isfinite(r.total_ms)))
     throw std::invalid_argument(fmt::format(
@@ -358,6 +376,15 @@ json to_json(const BenchResult& result) {
           {"sequences", sequences},
           {"sweeps", result.sweeps},
           {"sweep_summaries", sweep_summaries},
+          {"grad_accum", result.grad_accum},
+          {"layer_plan",
+           {{"bf16_first", result.layer_plan.bf16_first},
+            {"bf16_last", result.layer_plan.bf16_last},
+            {"bf16_lm_head", result.layer_plan.bf16_lm_head}}},
+          {"prediction_interval",
+           result.interval.present()
+               ? json{{"low", result.interval.low}, {"high", result.interval.high}, {"method", result.interval.method}}
+               : json(nullptr)},
           {"notes", result.notes}};
 }
 
@@ -453,6 +480,36 @@ BenchResult result_from_json(const json& j) {
       }
       r.sweep_summaries.push_back(std::move(x));
     }
+  }
+  r.grad_accum = static_cast<int>(get_count_or(j, "grad_accum", top, 1));
+  if (r.grad_accum < 1)
+    throw std::invalid_argument(fmt::format("result.grad_accum: {} must be at least 1", r.grad_accum));
+  if (j.contains("layer_plan") && !j["layer_plan"].is_null()) {
+    const json& p = j["layer_plan"];
+    const std::string w = "layer_plan";
+    if (!p.is_object()) throw std::invalid_argument("result.layer_plan: expected an object");
+    r.layer_plan.bf16_first = get_count_or(p, "bf16_first", w, 0);
+    r.layer_plan.bf16_last = get_count_or(p, "bf16_last", w, 0);
+    if (p.contains("bf16_lm_head")) {
+      if (!p["bf16_lm_head"].is_boolean())
+        throw std::invalid_argument("layer_plan.bf16_lm_head: expected true or false");
+      r.layer_plan.bf16_lm_head = p["bf16_lm_head"].get<bool>();
+    }
+    if (r.layer_plan.bf16_first < 0 || r.layer_plan.bf16_last < 0 || r.layer_plan.bf16_blocks() > r.layers)
+      throw std::invalid_argument(fmt::format(
+          "layer_plan: bf16_first {} + bf16_last {} must be non-negative and at most layers ({})",
+          r.layer_plan.bf16_first, r.layer_plan.bf16_last, r.layers));
+  }
+  if (j.contains("prediction_interval") && !j["prediction_interval"].is_null()) {
+    const json& p = j["prediction_interval"];
+    const std::string w = "prediction_interval";
+    if (!p.is_object()) throw std::invalid_argument("result.prediction_interval: expected an object or null");
+    r.interval.low = get_number(p, "low", w);
+    r.interval.high = get_number(p, "high", w);
+    r.interval.method = get_string_or(p, "method", w, "");
+    if (!r.interval.present())
+      throw std::invalid_argument(fmt::format("prediction_interval: low {} and high {} must satisfy 0 < low <= high",
+                                              r.interval.low, r.interval.high));
   }
   if (j.contains("notes") && j["notes"].is_array())
     for (const json& n : j["notes"])

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <ctime>
@@ -63,6 +64,22 @@ void finish_row(Row& row, double peak_tflops) {
   row.pct_of_peak = (peak_tflops > 0 && row.gemm.median_ms > 0)
                         ? 100.0 * row.flops / (row.gemm.median_ms * 1e-3) / 1e12 / peak_tflops
                         : kNaN;
+}
+
+void amortise_weight_quant(Row& row, int grad_accum) {
+  if (grad_accum < 1)
+    throw std::invalid_argument(fmt::format("grad_accum: {} must be at least 1 (micro-batches per optimizer step)",
+                                            grad_accum));
+  // A measured weight share may exceed the pass's median by the timing noise of two separate medians.
+  constexpr double kNoise = 1.05;
+  if (!(row.weight_quant_ms >= 0) || !(row.weight_quant_bytes >= 0) ||
+      !(row.weight_quant_bytes <= row.quant_bytes * kNoise) || !(row.weight_quant_ms <= row.quant_ms * kNoise + 1e-6))
+    throw std::invalid_argument(fmt::format(
+        "{} {} {}: weight quantization ({} ms, {} bytes) must be a part of the row's quantization ({} ms, {} bytes)",
+        row.layer, row.pass, row.recipe, row.weight_quant_ms, row.weight_quant_bytes, row.quant_ms, row.quant_bytes));
+  const double keep = 1.0 - 1.0 / grad_accum;
+  row.quant_ms = std::max(0.0, row.quant_ms - row.weight_quant_ms * keep);
+  row.quant_bytes = std::max(0.0, row.quant_bytes - row.weight_quant_bytes * keep);
 }
 
 void fill_bounds(BenchResult& result) {

@@ -103,7 +103,7 @@ BenchResult merge_sweeps(const std::vector<BenchResult>& sweeps) {
     const size_t occurrence = seen[key_of(row)]++;
     if (!row.ok()) continue;  // failed in sweep 0: keeps that error
     std::vector<Timing> gemm;
-    std::vector<double> quant;
+    std::vector<double> quant, weight_quant;
     for (size_t s = 0; s < n; ++s) {
       const auto it = rows[s].find(key_of(row));
       if (it == rows[s].end() || it->second.size() <= occurrence)
@@ -115,12 +115,14 @@ BenchResult merge_sweeps(const std::vector<BenchResult>& sweeps) {
       }
       gemm.push_back(r.gemm);
       quant.push_back(r.quant_ms);
+      weight_quant.push_back(r.weight_quant_ms);
     }
     if (!row.ok()) continue;
     // pct_of_peak is inversely proportional to the GEMM time (finish_row): sweep 0's, rescaled.
     const double first_median = row.gemm.median_ms, first_pct = row.pct_of_peak;
     row.gemm = merge_timings(gemm);
     row.quant_ms = median(quant);
+    row.weight_quant_ms = median(weight_quant);
     finish_row(row, 0);  // total_ms and tflops by their one definition
     row.pct_of_peak = row.gemm.median_ms > 0 ? first_pct * first_median / row.gemm.median_ms : kNaN;
   }

@@ -1,4 +1,4 @@
-// Model -> GEMM list (SPEC section 5). Each linear layer (in_features I, out_features O, tokens T)
+// Model -> GEMM list (docs/spec.md §5). Each linear layer (in_features I, out_features O, tokens T)
 // contributes fprop {T, I, O}, dgrad {T, O, I} and wgrad {I, T, O}; everything else here is deciding
 // I, O, T and count for each layer of the block.
 #include <fmt/format.h>

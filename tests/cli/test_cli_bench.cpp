@@ -52,8 +52,8 @@ TEST(CliBench, WarmupMsOutsideItsRangeIsRefused) {
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
 }
 
-// The JSON records the command as typed: every option, the GPU name quoted (session 28: it had recorded
-// "nibble bench" alone, since CLI11 leaves no remaining arguments once it has parsed them all).
+// The JSON records the command as typed: every option, the GPU name quoted. CLI11 leaves no remaining
+// arguments once it has parsed them all, so the command line must be kept from argv, not from CLI11.
 TEST(CliBench, JsonRecordsTheWholeCommandLine) {
   CliSandbox box;
   const std::string out = box.path("b.json");

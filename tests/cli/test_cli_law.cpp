@@ -1,5 +1,5 @@
 // `nibble law` end to end: bad inputs exit non-zero, name the problem on stderr and leave no output
-// file; `predict` prints the SPEC section 7 law evaluated at the published constants.
+// file; `predict` prints the docs/spec.md §7 law evaluated at the published constants.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -151,7 +151,7 @@ TEST(CliLaw, PredictEqualsSpecFormulaAtPublishedConstants) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err, "");
   const auto j = nlohmann::json::parse(r.out);
-  // SPEC section 7: L = (A / (N effN)^alpha + B / (D effD)^beta)^gamma + E, effN = effD = 1 for BF16.
+  // docs/spec.md §7: L = (A / (N effN)^alpha + B / (D effD)^beta)^gamma + E, effN = effD = 1 for BF16.
   const double A = 1.52e5, alpha = 0.589, B = 5.25e5, beta = 0.544, E = 1.35, gamma = 0.274;
   const double N = 1e9, D = 2e10, eff_n = 1.0, eff_d = 1.0;
   const double expected = std::pow(A / std::pow(N * eff_n, alpha) + B / std::pow(D * eff_d, beta), gamma) + E;

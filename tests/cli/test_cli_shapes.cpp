@@ -1,4 +1,4 @@
-// `nibble shapes` end to end: the default model (codonfm-5b, SPEC section 5) prints its 12 GEMMs in
+// `nibble shapes` end to end: the default model (codonfm-5b, docs/spec.md §5) prints its 12 GEMMs in
 // every format with the same numbers, the optional LM head and attention GEMMs appear on request, and
 // bad models fail with a message and nothing on stdout.
 #include <gtest/gtest.h>

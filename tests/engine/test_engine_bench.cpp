@@ -102,7 +102,7 @@ TEST(EngineSequences, EveryLayerTimedAsOneSequenceAndSummed) {
   EXPECT_LT(r.gpu.memory_bandwidth_gbs, 10000.0);
   EXPECT_GT(r.gpu.memory_bandwidth_gbs, r.copy_bandwidth_gbs);
   // The runtime's device name finds the GPU database entry (device_names), so every timed row has its
-  // share of the datasheet peak (session 25: on the H100 it had been left empty).
+  // share of the datasheet peak (device_names lists each runtime spelling: "NVIDIA H100 80GB HBM3").
   bool in_database = true;
   try {
     (void)predict::find_gpu(predict::load_gpu_database(), r.gpu.name);

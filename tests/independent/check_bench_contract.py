@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""`nibble bench --json --csv` against the interface contract of issue 6, read as a consumer would.
+"""`nibble bench --json --csv` against the interface contract of docs/bench-output.md, read as a
+consumer would.
 
 Runs the CLI (no GPU: the prediction path, or --gpu) and checks, with the standard library only:
 - JSON top level: `gpu` (a name), `predicted` (true here), `summary` with one entry per (recipe, mode),
@@ -54,7 +55,7 @@ def run_case(args):
         if base:
             check(close(s["speedup_vs_baseline"], base["layer_ms"] / s["layer_ms"]),
                   f"{tag}: {recipe} {mode} speedup_vs_baseline ({baseline}) {s['speedup_vs_baseline']}")
-        # SPEC 6: the quantization overhead is autocast minus pre-quantized, when both ran.
+        # docs/spec.md §6: the quantization overhead is autocast minus pre-quantized, when both ran.
         pre = by_key.get((recipe, "pre-quantized"))
         if mode != "pre-quantized" and pre:
             check(close(s["quant_overhead_ms"], s["layer_ms"] - pre["layer_ms"], 1e-6),

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""The nibble CLI against SPEC 5 and SPEC 7, re-derived here from the SPEC's text with the standard library.
+"""The nibble CLI against docs/spec.md §5 and §7, re-derived here from the spec's text with the standard library.
 
-SPEC 5 (model config -> GEMMs): for Hugging Face config.json files (tests/workload/fixtures) and flags,
+docs/spec.md §5 (model config -> GEMMs): for Hugging Face config.json files (tests/workload/fixtures) and flags,
 with GQA, an explicit head_dim (Gemma: heads x head_dim != hidden), gated MLPs, tensor parallelism, the LM
 head and a mixture of experts, the set of (layer, pass, M, K, N, count) of `nibble shapes --format json`
 must equal this file's derivation:
@@ -9,9 +9,9 @@ must equal this file's derivation:
   QKV O = heads*head_dim + 2*kv_heads*head_dim; attention output I = heads*head_dim, O = H;
   MLP up O = F (2F gated); down I = F, O = H; TP: QKV and up O/tp, attention output and down I/tp;
   MoE: per expert T*top_k/experts tokens, one GEMM per expert.
-Plus SPEC 5's reference number: one CodonFM-5B layer at T = 15,872 is 19.17 TFLOP.
+Plus the reference number of docs/spec.md §5: one CodonFM-5B layer at T = 15,872 is 19.17 TFLOP.
 
-SPEC 7 (scaling law and planner): `nibble law predict` and `nibble law plan` against
+docs/spec.md §7 (scaling law and planner): `nibble law predict` and `nibble law plan` against
 L = (A/(N effN)^alpha + B/(D effD)^beta)^gamma + E with the published constants, sp_tr = 1/(1/(3 sp_fw) +
 2/(3 sp_bw)), each scheme evaluated at L(N sp_fw, D sp_tr/sp_fw); the plan's best is the argmin and its
 FP4:FP4 threshold is where FP4:FP4 and FP8:FP8 cross (found here by bisection).
@@ -33,7 +33,7 @@ def nibble(*args):
     return json.loads(run_nibble(*args))
 
 
-# ---- SPEC 5 ----------------------------------------------------------------------------------------
+# ---- docs/spec.md §5 --------------------------------------------------------------------------------
 
 def arch_of_hf(path):
     c = json.load(open(path))
@@ -50,7 +50,7 @@ def arch_of_hf(path):
 
 
 def expected_gemms(a, tokens, tp=1, lm_head=False):
-    """{(layer, pass): (m, k, n, count)} from SPEC 5."""
+    """{(layer, pass): (m, k, n, count)} from docs/spec.md §5."""
     h, hd = a["hidden"], a["head_dim"]
     linears = [("qkv", h, (a["heads"] + 2 * a["kv_heads"]) * hd // tp, tokens, 1),
                ("attn_out", a["heads"] * hd // tp, h, tokens, 1)]
@@ -106,13 +106,13 @@ def spec5():
             "--layers", "2", "--vocab", "32000", "--no-gated", "--mbs", "5", "--seq", "384", "--lm-head"]
     check_shapes("flags", args, flags, 5 * 384, 1, True)
     cases += 1
-    # SPEC 5's reference: one CodonFM-5B layer at 31 x 512 is 19.17 TFLOP of linear-layer GEMM work.
+    # The reference of docs/spec.md §5: one CodonFM-5B layer at 31 x 512 is 19.17 TFLOP of linear-layer GEMM work.
     layer = sum(g["flops"] for g in nibble("shapes", "--format", "json")["gemms"] if not g["per_model"])
-    check(abs(layer / 1e12 - 19.17) < 0.005, f"codonfm-5b layer {layer / 1e12:.3f} TFLOP, SPEC 5 says 19.17")
+    check(abs(layer / 1e12 - 19.17) < 0.005, f"codonfm-5b layer {layer / 1e12:.3f} TFLOP, docs/spec.md §5 says 19.17")
     return cases + 1
 
 
-# ---- SPEC 7 ----------------------------------------------------------------------------------------
+# ---- docs/spec.md §7 --------------------------------------------------------------------------------
 
 A, ALPHA, B, BETA, E, GAMMA = 1.52e5, 0.589, 5.25e5, 0.544, 1.35, 0.274
 EFF = {"fp8": (1.0, 1.0), "fp4": (0.65, 0.95)}  # published Quartet effN (forward), effD (backward)
@@ -161,5 +161,5 @@ if __name__ == "__main__":
     if len(sys.argv) != 2:
         raise SystemExit(__doc__)
     n5, n7 = spec5(), spec7()
-    print(f"SPEC 5: {n5} configurations, SPEC 7: {n7} law/plan cases; {len(failures)} failures")
+    print(f"docs/spec.md §5: {n5} configurations, §7: {n7} law/plan cases; {len(failures)} failures")
     sys.exit(1 if failures else 0)

@@ -3,7 +3,9 @@
 // quant::quantize_nvfp4 of x and of x^T, and the exact BF16 decode against
 // quant::decode_to_bf16_unscaled. Fresh random data each run (normals times 2^U(-12, 6) per row),
 // with a tensor amax of exactly 6 * 448 (global scale 1) so exact E2M1 ties occur, all-zero groups,
-// signed zeros, BF16 subnormals, and separate NaN / inf tensors. Outputs poisoned with 0xA5.
+// a group whose block scale rounds to zero (its non-zero elements get +-6 codes, as Transformer
+// Engine writes them), signed zeros, BF16 subnormals, and separate NaN / inf tensors. Outputs
+// poisoned with 0xA5.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -49,6 +51,8 @@ std::vector<uint16_t> make_input(int64_t rows, int64_t cols, std::mt19937_64& rn
     for (int c = 0; c < 16; ++c) at(1, 16 + c) = 0;                       // all-zero group
     for (int c = 0; c < 16; ++c) at(2, c) = (c & 1) ? 0x8000 : 0;         // signed zeros
     for (int c = 0; c < 16; ++c) at(3, c) = static_cast<uint16_t>(1 + c);  // BF16 subnormals
+    // Block amax 1.6e-3: fl(amax / 6) < 2^-10 rounds to UE4M3 0, so the elements encode with FLT_MAX.
+    for (int c = 0; c < 16; ++c) at(5, c) = fmt::encode_bf16((c & 1 ? -1e-4f : 1e-4f) * static_cast<float>(c + 1));
     // Block amax 12 -> block scale 2 (exact): 2 x the E2M1 ties 0.25 .. 5 land exactly on ties.
     const float ties[] = {12.0f, 0.5f, 1.5f, 2.5f, 3.5f, 5.0f, 7.0f, 10.0f, -0.5f, -5.0f, -7.0f, -10.0f, 1.0f, -2.0f, 3.0f, 6.0f};
     for (int c = 0; c < 16; ++c) at(4, 16 + c) = fmt::encode_bf16(ties[c]);

@@ -341,9 +341,9 @@ TEST(Mxfp4, QuantizeAndDecodeMatchReference) {
     const auto xf = to_float(x);
     DeviceBuffer<uint16_t> dx(x.size());
     dx.upload(x);
-    for (auto rule : {quant::MxScaleRule::ocp, quant::MxScaleRule::round_up}) {
+    for (auto rule : {quant::MxScaleRule::ocp, quant::MxScaleRule::te}) {
       for (bool sr : {false, true}) {
-        SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.cols << " round_up " << (rule == quant::MxScaleRule::round_up) << " sr " << sr);
+        SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.cols << " te " << (rule == quant::MxScaleRule::te) << " sr " << sr);
         const quant::SrKey key{sr, rng(), quant::kStreamMx};
         const auto ref = quant::quantize_mx(xf.data(), s.rows, s.cols, quant::ElementFormat::e2m1, rule, key);
         DeviceBuffer<uint8_t> codes(x.size() / 2), scales(x.size() / 32);
@@ -386,14 +386,14 @@ TEST(Mxfp4, RowColMatchesReference) {
     for (bool fp32 : {false, true}) {
       const auto& in = fp32 ? xf32 : xf;
       const auto xt = transpose(in, s.rows, s.cols);
-      for (auto rule : {quant::MxScaleRule::ocp, quant::MxScaleRule::round_up}) {
+      for (auto rule : {quant::MxScaleRule::ocp, quant::MxScaleRule::te}) {
         for (bool sr : {false, true}) {
           for (int copies : {1, 2, 3}) {
            for (auto layout : {cuda::MxScaleLayout::grid, cuda::MxScaleLayout::tiled128x4}) {
             const bool tiled = layout == cuda::MxScaleLayout::tiled128x4;
             if (tiled && (fp32 || sr)) continue;  // tiled scales: the BF16 tile only (rejection test below)
-            SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.cols << " fp32 " << fp32 << " round_up "
-                                              << (rule == quant::MxScaleRule::round_up) << " sr " << sr
+            SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.cols << " fp32 " << fp32 << " te "
+                                              << (rule == quant::MxScaleRule::te) << " sr " << sr
                                               << " copies " << copies << (tiled ? " tiled scales" : " grid scales"));
             const quant::SrKey key{sr, rng(), quant::kStreamMx};
             const size_t rs_n = tiled ? static_cast<size_t>(cuda::scale_layout::tiled_count(s.rows, s.cols, 32)) : x.size() / 32;
@@ -496,8 +496,8 @@ TEST(Mxfp4, RowColManyTilesMatchReference) {
   const auto xt = transpose(xf, s.rows, s.cols);
   DeviceBuffer<uint16_t> dx(x.size());
   dx.upload(x);
-  for (auto rule : {quant::MxScaleRule::ocp, quant::MxScaleRule::round_up}) {
-    SCOPED_TRACE(::testing::Message() << "round_up " << (rule == quant::MxScaleRule::round_up));
+  for (auto rule : {quant::MxScaleRule::ocp, quant::MxScaleRule::te}) {
+    SCOPED_TRACE(::testing::Message() << "te " << (rule == quant::MxScaleRule::te));
     const quant::SrKey nearest{false, 0, quant::kStreamMx};
     DeviceBuffer<uint8_t> rc(x.size() / 2), rs(x.size() / 32), cc(x.size() / 2), cs(x.size() / 32);
     const char* path = cuda::quantize_mxfp4_rowcol(dx.p, cuda::Fp4DenseType::bf16, s.rows, s.cols, rule, nearest,

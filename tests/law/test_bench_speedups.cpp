@@ -116,7 +116,7 @@ TEST(BenchSpeedups, BadFilesSayWhatIsMissing) {
   EXPECT_THROW(read_bench_speedups("/nonexistent/bench.json"), std::invalid_argument);
 }
 
-// The H200 measurement shipped in docs/perf, as `nibble bench --json` wrote it: the speedups read from
+// An H200 measurement shipped in docs/results, as `nibble bench --json` wrote it: the speedups read from
 // its rows equal those of the per-pass sums the bench's own aggregation wrote into `summary`
 // (gemm_ms + quant_ms per pass), for every mode both recipes ran in.
 TEST(BenchSpeedups, ReadsARealBenchResultAndAgreesWithItsSummary) {

@@ -105,8 +105,8 @@ void FitRecovery::check_recovery(uint64_t seed) {
 // A fresh draw each run (test_seed.hpp: a failure prints how to replay it).
 TEST_P(FitRecovery, RecoversEfficienciesAndExtrapolates) { check_recovery(nibble::testing::fresh_seed()); }
 
-// The two draws that failed before the base fit allowed 2000 iterations (session 18; their optima lie
-// 470-560 iterations along the flat (A, alpha) / (B, beta) valleys: docs/reliability/README.md).
+// Two draws whose optima lie 470-560 iterations along the flat (A, alpha) / (B, beta) valleys: the
+// base fit recovers them only with its 2000-iteration limit (docs/reliability/README.md).
 TEST_P(FitRecovery, DrawsThatNeededMoreIterations) {
   for (uint64_t seed : {4760826396273063037ull, 13319210396199251997ull}) check_recovery(seed);
 }

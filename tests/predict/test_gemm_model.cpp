@@ -115,7 +115,7 @@ TEST(GemmModel, Fp8BeatsBf16OnBigGemms) {
   const double bf16 = ms("H200 SXM", "bf16", big), fp8 = ms("H200 SXM", "fp8-current", big);
   EXPECT_GT(bf16 / fp8, 1.5);
   EXPECT_LT(bf16 / fp8, 2.05);
-  // SPEC section 8: cuBLAS BF16 8192^3 at 690-830 TFLOP/s, FP8 per-tensor 1270-1295 (10% slack).
+  // docs/spec.md §8: cuBLAS BF16 8192^3 at 690-830 TFLOP/s, FP8 per-tensor 1270-1295 (10% slack).
   const double flops = 2.0 * 8192 * 8192 * 8192;
   EXPECT_GT(flops / (bf16 * 1e-3) / 1e12, 690 * 0.9);
   EXPECT_LT(flops / (bf16 * 1e-3) / 1e12, 830 * 1.1);

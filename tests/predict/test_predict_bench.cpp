@@ -1,4 +1,4 @@
-// The predicted benchmark end to end: labels, SPEC section 8 reference, calibration refit.
+// The predicted benchmark end to end: labels, docs/spec.md §8 reference, calibration refit.
 #include "nibble/quant/recipe_list.hpp"
 #include "nibble/results/aggregate.hpp"
 #include "nibble/results/result.hpp"
@@ -28,7 +28,7 @@ TEST(PredictBench, H200MatchesSpecReferenceWithinTenPercent) {
   const double fp8 = bench::find_summary(s, "fp8-current", Mode::pre_quantized)->layer_ms;
   const double block = bench::find_summary(s, "fp8-block", Mode::pre_quantized)->layer_ms;
   EXPECT_NEAR(bf16 / 28.3, 1.0, 0.10) << bf16;
-  // SPEC 8 gives per-tensor FP8 as 15.9 ms with split and 14.8 ms with fast accumulation (torch._scaled_mm);
+  // docs/spec.md §8 gives per-tensor FP8 as 15.9 ms with split and 14.8 ms with fast accumulation (torch._scaled_mm);
   // fp8-current uses Transformer Engine's default (fast fprop, split dgrad/wgrad): within 10% of that range.
   EXPECT_GE(fp8, 14.8 * 0.9) << fp8;
   EXPECT_LE(fp8, 15.9 * 1.1) << fp8;
@@ -49,7 +49,7 @@ void expect_every_recipe_within_ten_percent(const bench::BenchResult& prediction
   EXPECT_EQ(compared, 16);
 }
 
-// Issue 6: predicted versus measured per-layer time on the H200 within 10% for every recipe and mode,
+// Predicted versus measured per-layer time on the H200 within 10% for every recipe and mode,
 // against the nibble bench run the default calibration is fitted on (data/calibration/).
 TEST(PredictBench, H200WithinTenPercentOfOurMeasurementEveryRecipe) {
   const auto measured = bench::read_result_file(
@@ -178,7 +178,7 @@ TEST(PredictBench, ErrorsNameTheChoices) {
 
 TEST(Calibration, RefitFromAMeasuredResultRecoversTheEfficiency) {
   // A "measurement" that is the model at a known efficiency, times a random factor: the refit must
-  // find that factor again, which is the one call the lead makes with our own H200 JSON.
+  // find that factor again, as it must on a real measured JSON.
   std::mt19937_64 rng = nibble::testing::fresh_rng();
   const double slow = std::uniform_real_distribution<double>(1.05, 1.3)(rng);
   auto measured = predict_bench(codonfm(), {"bf16", "fp8-delayed", "quartet"}, {Mode::pre_quantized, Mode::step},

@@ -16,11 +16,11 @@ namespace {
 
 using bench::Mode;
 
-// Every autocast row of the measured calibration run (session 18, the engine's own byte counts at the
-// time) has the bytes the account gives for its GEMM. One correction since: the engine counted NVFP4
-// weight scales as 1x16 blocks (n / 16 bytes per copy) although W has 16x16 blocks (n / 256); the
-// account has n / 256, so the step's fprop rows (W quantized with both copies, each written and read
-// back by the decode) are 4 (1/16 - 1/256) O I bytes lower, and no other row differs.
+// Every autocast row of the H200 calibration measurement (the byte counts its engine wrote) has the
+// bytes the account gives for its GEMM, with one known difference: that file counts NVFP4 weight
+// scales as 1x16 blocks (n / 16 bytes per copy) although W has 16x16 blocks (n / 256); the account
+// has n / 256, so the step's fprop rows (W quantized with both copies, each written and read back by
+// the decode) are 4 (1/16 - 1/256) O I bytes lower, and no other row differs.
 TEST(QuantTraffic, EqualsTheEngineCountsOfAMeasuredRun) {
   const auto measured = bench::read_result_file(
       (workload::data_dir() / "calibration" / kMeasuredCalibrationFile).string());

@@ -1,11 +1,9 @@
 """Shared fixtures: fresh random data every run (seed printed so a failure can be replayed)."""
 import os
 import random
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
 torch = pytest.importorskip("torch")
 
 

@@ -1,8 +1,8 @@
 """A stand-in for the CUDA entry points of nibble._C, built on the CPU reference, so the Python side of
-the CUDA backends (nibble.quartet_cuda: which planes feed which GEMM, seeds, masks, violation counts,
-the re-encode / decode fallbacks; nibble.mxfp4_cuda: which MXFP4 copies feed which GEMM, the same
-fallbacks; nibble.decoded_cuda: which mxfp8 / nvfp4 copies, seeds, Hadamard flags and global scales feed
-which BF16 GEMM; nibble.fp8_cuda: which copies, formats, scales and amax histories feed which GEMM) is tested
+the CUDA backends (nibble.backends.quartet: which planes feed which GEMM, seeds, masks, violation counts,
+the re-encode / decode fallbacks; nibble.backends.mxfp4: which MXFP4 copies feed which GEMM, the same
+fallbacks; nibble.backends.decoded: which mxfp8 / nvfp4 copies, seeds, Hadamard flags and global scales feed
+which BF16 GEMM; nibble.backends.fp8: which copies, formats, scales and amax histories feed which GEMM) is tested
 on machines without a GPU.
 
 It is NOT a model of the kernels' bits: a plane's or an FP8 copy's values live in a side table keyed by
@@ -20,7 +20,8 @@ it back in); their decodes write those values as BF16.
 import numpy as np
 import torch
 
-from nibble import emulate
+from nibble.backends import emulate
+
 
 QUARTET_RESCALE = 16.0 / 9.0
 MX_SEED = 0x6E6962626C65  # the CPU reference's default seed (QuantOptions), as the binding's
@@ -423,7 +424,7 @@ COUNTS = ("reencode_scale_count", "fp8_block_scale_count")  # host-only helpers:
 class CheckedFakeExt(FakeCudaExt):
     """The stand-in, but every call first goes to the real CUDA entry point with the same (CPU) arrays:
     it must get through the binding's argument parsing and its dtype/shape/contiguity/alignment checks
-    and stop only at the device check. So the arrays nibble.quartet_cuda passes match the bindings."""
+    and stop only at the device check. So the arrays nibble.backends.quartet passes match the bindings."""
 
     def __init__(self, ext):
         assert ext.has_cuda, "needs the CUDA build of nibble._C"

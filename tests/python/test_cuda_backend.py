@@ -1,4 +1,4 @@
-"""The CUDA backend of nibble.torch (nibble.quartet_cuda on nibble._C's CUDA entry points).
+"""The CUDA backend of nibble.torch (nibble.backends.quartet on nibble._C's CUDA entry points).
 
 Without a GPU: the extension says whether the CUDA entry points were compiled, their argument checks
 (all but the device one) run on CPU tensors, backend selection errors, and the Python orchestration
@@ -11,6 +11,8 @@ import pytest
 import torch
 
 import nibble.torch as nt
+from nibble import _ext
+from nibble.backends import common, quartet
 from conftest import randn
 from fake_cuda_ext import standin
 
@@ -106,28 +108,26 @@ def test_backend_selection_errors():
 
 
 def test_unsupported_options_are_named(ext):
-    from nibble import quartet_cuda
     opts = dict(nt._DEFAULTS)
-    assert quartet_cuda.unsupported_reason(None, opts).startswith("nibble._C is not built")
+    assert quartet.unsupported_reason(None, opts).startswith("nibble._C is not built")
     if ext.has_cuda:
-        assert quartet_cuda.unsupported_reason(ext, opts) is None
-        assert "hadamard_size 64" in quartet_cuda.unsupported_reason(ext, {**opts, "hadamard_size": 64})
-        assert quartet_cuda.unsupported_reason(ext, {**opts, "hadamard_size": 64, "rotate": False}) is None
+        assert quartet.unsupported_reason(ext, opts) is None
+        assert "hadamard_size 64" in quartet.unsupported_reason(ext, {**opts, "hadamard_size": 64})
+        assert quartet.unsupported_reason(ext, {**opts, "hadamard_size": 64, "rotate": False}) is None
     else:
-        assert "without CUDA" in quartet_cuda.unsupported_reason(ext, opts)
+        assert "without CUDA" in quartet.unsupported_reason(ext, opts)
 
 
 @pytest.mark.parametrize("rounding", ["nearest", "stochastic"])
 def test_orchestration_against_reference_with_cpu_standin(rounding, rng, ext):
-    from nibble import quartet_cuda
     fake = standin(ext)
     t, i, o, seed, step = 128, 256, 96, 12345, 3
     x, w, gy = randn(rng, t, i), randn(rng, o, i), randn(rng, t, o)
     opts = {**nt._DEFAULTS, "backward_rounding": rounding}
-    y, xp, wp, path = quartet_cuda.forward(fake, x, w, opts, 0)
+    y, xp, wp, path = quartet.forward(fake, x, w, opts, 0)
     sb = nt.quartet_backward_seed(seed, step)
     fake.calls.clear()
-    dx, dw, bpath = quartet_cuda.backward(fake, gy, xp, wp, opts, sb, torch.float32, torch.float32, 0)
+    dx, dw, bpath = quartet.backward(fake, gy, xp, wp, opts, sb, torch.float32, torch.float32, 0)
     y_ref, dx_ref, dw_ref, _, _ = reference_composition(ext, x, w, gy, seed, step, rounding)
     assert rel(y, y_ref) < 1e-6 and rel(dx, dx_ref) < 1e-5 and rel(dw, dw_ref) < 1e-5, \
         (rel(y, y_ref), rel(dx, dx_ref), rel(dw, dw_ref))
@@ -139,7 +139,7 @@ def test_orchestration_against_reference_with_cpu_standin(rounding, rng, ext):
     # Only the gradients asked for are computed, and dY gets only the copy that gradient needs.
     for need_dx, need_dw, copy in ((False, True, "col"), (True, False, "row")):
         fake.calls.clear()
-        dx2, dw2, p2 = quartet_cuda.backward(fake, gy, xp, wp, opts, sb, torch.float32, torch.float32, 0,
+        dx2, dw2, p2 = quartet.backward(fake, gy, xp, wp, opts, sb, torch.float32, torch.float32, 0,
                                              need_dx=need_dx, need_dw=need_dw)
         assert [c for c in fake.calls if c.startswith("backward dense")] == ["backward dense " + copy], fake.calls
         assert (dx2 is None) != need_dx and (dw2 is None) != need_dw
@@ -148,24 +148,22 @@ def test_orchestration_against_reference_with_cpu_standin(rounding, rng, ext):
 
 
 def test_fp32_output_refused_by_cublaslt_falls_back_to_bf16_output(rng, ext, monkeypatch):
-    from nibble import quartet_cuda
-    monkeypatch.setattr(quartet_cuda, "_NO_FP32_OUTPUT", set())
+    monkeypatch.setattr(common, "_NO_FP32_OUTPUT", set())
     fake = standin(ext)
     fake.refuse_fp32_output = True
     x, w = randn(rng, 64, 128), randn(rng, 64, 128)
     for _ in range(2):  # the second call goes straight to BF16 output
-        y, _, _, path = quartet_cuda.forward(fake, x, w, dict(nt._DEFAULTS), 0)
+        y, _, _, path = quartet.forward(fake, x, w, dict(nt._DEFAULTS), 0)
         assert y.dtype == torch.float32 and "cuBLASLt has no FP32 output here: BF16 output" in path, path
     y_ref = reference_composition(ext, x, w, randn(rng, 64, 64), 1, 0, "nearest")[0]
     assert 0 < rel(y, y_ref) < 2.0 ** -7
-    assert quartet_cuda._NO_FP32_OUTPUT == {"outer_vec"}
+    assert common._NO_FP32_OUTPUT == {"outer_vec"}
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_autograd_function_with_cpu_standin(dtype, rng, ext, monkeypatch):
     """QuartetCudaFunction (dtypes, saved planes, per-step seeds, bias) against the reference layer."""
-    from nibble import quartet_cuda
-    monkeypatch.setattr(quartet_cuda, "_ext", standin(ext))
+    monkeypatch.setattr(_ext, "_loaded", standin(ext))
     holder = nt.Linear(256, 96, recipe="quartet", backend="reference", seed=77, dtype=dtype)
     ref = nt.Linear(256, 96, recipe="quartet", backend="reference", seed=77)
     ref.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in holder.state_dict().items()})
@@ -173,7 +171,7 @@ def test_autograd_function_with_cpu_standin(dtype, rng, ext, monkeypatch):
         holder.step += 4  # the seeds come from the layer's step at forward time
         ref.step += 4
     x, gy = randn(rng, 128, 256).to(dtype).requires_grad_(True), randn(rng, 128, 96).to(dtype)
-    y = quartet_cuda.QuartetCudaFunction.apply(x, holder.weight, holder.bias, holder)
+    y = quartet.QuartetCudaFunction.apply(x, holder.weight, holder.bias, holder)
     y.backward(gy)
     y_r, dx_r, dw_r, db_r = run(ref, x.detach().float(), gy.float())
     assert (y.dtype, x.grad.dtype, holder.weight.grad.dtype, holder.bias.grad.dtype) == (dtype,) * 4
@@ -188,14 +186,13 @@ def test_autograd_function_with_cpu_standin(dtype, rng, ext, monkeypatch):
 @pytest.mark.parametrize("pattern,expect", [("halves", "re-encoded per 1x128 group (VEC128)"),
                                             ("alternate", "decoded to BF16 (exact) for a BF16 GEMM")])
 def test_violating_rows_fall_back_with_cpu_standin(pattern, expect, rng, ext):
-    from nibble import quartet_cuda
     fake = standin(ext)
     x, w, gy = spread_input(rng, pattern), randn(rng, 64, 256), randn(rng, 64, 64)
-    y, xp, wp, path = quartet_cuda.forward(fake, x, w, dict(nt._DEFAULTS), 0)
+    y, xp, wp, path = quartet.forward(fake, x, w, dict(nt._DEFAULTS), 0)
     assert expect in path and "64 rows of X spread over more than 14 binades" in path, path
     y_ref, dx_ref, dw_ref, _, _ = reference_composition(ext, x, w, gy, 1, 0, "nearest")
     assert rel(y, y_ref) < 1e-6
-    dx, dw, _ = quartet_cuda.backward(fake, gy, xp, wp, dict(nt._DEFAULTS), nt.quartet_backward_seed(1, 0),
+    dx, dw, _ = quartet.backward(fake, gy, xp, wp, dict(nt._DEFAULTS), nt.quartet_backward_seed(1, 0),
                                       torch.float32, torch.float32, 0)
     assert rel(dx, dx_ref) < 1e-5 and rel(dw, dw_ref) < 1e-5
 

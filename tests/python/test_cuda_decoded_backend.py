@@ -1,5 +1,5 @@
-"""The mxfp8 and nvfp4 CUDA backend of nibble.torch (nibble.decoded_cuda: nibble._C's MXFP8 / NVFP4 quantizers,
-their exact BF16 decodes and cuBLASLt's BF16 GEMM; SPEC 4's exact emulation on Hopper).
+"""The mxfp8 and nvfp4 CUDA backend of nibble.torch (nibble.backends.decoded: nibble._C's MXFP8 / NVFP4 quantizers,
+their exact BF16 decodes and cuBLASLt's BF16 GEMM; the exact emulation of docs/spec.md §4 on Hopper).
 
 Without a GPU: the extension says whether the entry points were compiled, their argument checks (all but the
 device one) run on CPU tensors, backend selection, and the Python glue runs against the CPU stand-in of the
@@ -15,6 +15,8 @@ import pytest
 import torch
 
 import nibble.torch as nt
+from nibble import _ext, seeds
+from nibble.backends import common, decoded
 from conftest import randn
 from fake_cuda_ext import standin
 
@@ -71,13 +73,12 @@ def run(layer, x, gy):
 
 @pytest.fixture
 def fake(ext, monkeypatch):
-    """The CPU stand-in as nibble's extension, and backend-cuda mxfp8 / nvfp4 layers routed to nibble.decoded_cuda
+    """The CPU stand-in as nibble's extension, and backend-cuda mxfp8 / nvfp4 layers routed to nibble.backends.decoded
     on CPU tensors (reference-backend layers stay on the reference)."""
-    from nibble import decoded_cuda, quartet_cuda
     f = standin(ext)
-    monkeypatch.setattr(quartet_cuda, "_ext", f)
-    monkeypatch.setattr(quartet_cuda, "_NO_FP32_OUTPUT", set())
-    monkeypatch.setattr(nt.Linear, "_cuda_kernels", lambda self, x: decoded_cuda if self.options["backend"] == "cuda"
+    monkeypatch.setattr(_ext, "_loaded", f)
+    monkeypatch.setattr(common, "_NO_FP32_OUTPUT", set())
+    monkeypatch.setattr(nt.Linear, "_cuda_kernels", lambda self, x: decoded if self.options["backend"] == "cuda"
                         and self.recipe in RECIPES else None)
     return f
 
@@ -144,7 +145,6 @@ def test_bindings_check_arguments_before_the_device(ext):
 
 
 def test_backend_selection(ext):
-    from nibble import decoded_cuda
     assert set(RECIPES) <= set(nt.CUDA_RECIPES)
     nt.Linear(128, 256, recipe="mxfp8", backend="cuda")  # accepted (runs on CUDA tensors)
     nt.Linear(48, 80, recipe="nvfp4", backend="cuda")
@@ -157,15 +157,15 @@ def test_backend_selection(ext):
     layer = nt.Linear(64, 64, recipe="mxfp8")  # auto on CPU tensors: the reference
     layer(torch.randn(32, 64))
     assert layer.last_path.startswith("cpu-reference mxfp8")
-    assert decoded_cuda.unsupported_reason(None).startswith("nibble._C is not built")
+    assert decoded.unsupported_reason(None).startswith("nibble._C is not built")
     if ext.has_cuda:
-        assert decoded_cuda.unsupported_reason(ext) is None
+        assert decoded.unsupported_reason(ext) is None
     else:
-        assert "without CUDA" in decoded_cuda.unsupported_reason(ext)
+        assert "without CUDA" in decoded.unsupported_reason(ext)
 
     class Old:  # a CUDA build from before bind_cuda_mx_nv.cpp
         has_cuda = True
-    assert "no MXFP8 / NVFP4 CUDA bindings" in decoded_cuda.unsupported_reason(Old())
+    assert "no MXFP8 / NVFP4 CUDA bindings" in decoded.unsupported_reason(Old())
 
 
 @pytest.mark.parametrize("recipe,rule", CASES)
@@ -203,7 +203,7 @@ def test_nvfp4_calls_use_the_reference_seeds_and_hadamard_flags(rng, ext, fake):
     x, gy = inputs(rng, "nvfp4", torch.float32)
     fake.calls.clear()
     run(cu, x, gy)  # step 0
-    sd, sw = nt._mix(11, 0, 1), nt._mix(11, 0, 2)
+    sd, sw = seeds.mix(11, 0, 1), seeds.mix(11, 0, 2)
     quant = [c for c in fake.calls if c.startswith("nvfp4")]
     assert quant == ["nvfp4 1x16 row+col rht-col", "nvfp4 16x16 row+col", f"nvfp4 1x16 row sr {sd}",
                      f"nvfp4 1x16 col sr {sw} rht-col"], quant
@@ -215,7 +215,7 @@ def test_one_seed_for_both_dy_copies_would_show(rng, ext, fake):
     cu, ref = pair(rng, "nvfp4", seed=3)
     x, gy = inputs(rng, "nvfp4", torch.float32)
     _, _, dw_r, _ = run(ref, x, gy)
-    sd = nt._mix(3, 0, 1)
+    sd = seeds.mix(3, 0, 1)
     dyt = ref_values(ext, gy.t(), "nvfp4", "dy", seed=sd, nvfp4_rht=True)
     xt = ref_values(ext, x.t(), "nvfp4", "x", nvfp4_rht=True)
     assert rel(dyt.double() @ xt.double().t(), dw_r) > 1e-3
@@ -232,7 +232,7 @@ def test_wrong_copy_would_show(rng, ext, fake):
     cu, ref = pair(rng, "nvfp4")
     x, gy = inputs(rng, "nvfp4", torch.float32)
     _, _, dw_r, _ = run(ref, x, gy)
-    dyt = ref_values(ext, gy.t(), "nvfp4", "dy", seed=nt._mix(5, 0, 2))
+    dyt = ref_values(ext, gy.t(), "nvfp4", "dy", seed=seeds.mix(5, 0, 2))
     assert rel(dyt.double() @ ref_values(ext, x.t(), "nvfp4", "x").double().t(), dw_r) > 1e-3
 
 
@@ -293,7 +293,7 @@ def test_token_counts(recipe, rng, ext, fake):
     cu.weight.requires_grad_(False)
     xx, step = x.clone().requires_grad_(True), int(cu.step)  # the no-grad forward above was a training step
     cu(xx).backward(gy)  # dX alone: dY row-wise only, any number of tokens
-    kw = dict(seed=nt._mix(5, step, 1)) if recipe == "nvfp4" else {}
+    kw = dict(seed=seeds.mix(5, step, 1)) if recipe == "nvfp4" else {}
     wtq = ref_values(ext, ref.weight.t(), recipe, "w")
     dx_ref = ref_values(ext, gy, recipe, "dy", **kw).double() @ wtq.double().t()
     assert rel(xx.grad, dx_ref) < 1e-6 and "wgrad" not in cu.last_backward_path
@@ -395,10 +395,9 @@ def test_gpu_mxfp8_quantizer_and_decode_bit_exact(rule, stochastic, rng, cuda_ex
 @pytest.mark.parametrize("role", ("x", "w", "dy"))
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_gpu_nvfp4_quantizer_and_decode_bit_exact(role, dtype, rng, cuda_ext):
-    from nibble import decoded_cuda
     rows, cols, seed = 96, 320, 0x5EED
     x = sample_input(rng, rows, cols).to(dtype)
-    br, rht = decoded_cuda.NVFP4_BLOCK_ROWS[role], decoded_cuda.NVFP4_COLWISE_RHT[role]
+    br, rht = decoded.NVFP4_BLOCK_ROWS[role], decoded.NVFP4_COLWISE_RHT[role]
     kw = dict(seed=seed, rounding="stochastic" if role == "dy" else "nearest")
     copies = {"row": (x, False), "col": (x.t(), rht)}
     planes = {"row": (poisoned(rows, cols // 2), poisoned(rows // br, cols // 16), poisoned(1, dtype=torch.float32)),

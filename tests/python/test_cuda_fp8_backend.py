@@ -1,4 +1,4 @@
-"""The FP8 CUDA backend of nibble.torch (nibble.fp8_cuda: fp8-current, fp8-delayed, fp8-block on nibble._C's
+"""The FP8 CUDA backend of nibble.torch (nibble.backends.fp8: fp8-current, fp8-delayed, fp8-block on nibble._C's
 FP8 kernels and cuBLASLt).
 
 Without a GPU: the extension says whether the FP8 entry points were compiled, their argument checks (all
@@ -14,6 +14,8 @@ import pytest
 import torch
 
 import nibble.torch as nt
+from nibble import _ext
+from nibble.backends import common, fp8
 from conftest import randn
 from fake_cuda_ext import standin
 
@@ -62,14 +64,13 @@ def run(layer, x, gy):
 
 @pytest.fixture
 def fake(ext, monkeypatch):
-    """The CPU stand-in as nibble's extension, and backend-cuda layers routed to nibble.fp8_cuda on CPU tensors
+    """The CPU stand-in as nibble's extension, and backend-cuda layers routed to nibble.backends.fp8 on CPU tensors
     (reference-backend layers stay on the reference)."""
-    from nibble import fp8_cuda, quartet_cuda
     f = standin(ext)
-    monkeypatch.setattr(quartet_cuda, "_ext", f)
-    monkeypatch.setattr(quartet_cuda, "_NO_FP32_OUTPUT", set())
-    monkeypatch.setattr(nt.Linear, "_cuda_kernels", lambda self, x: fp8_cuda if self.options["backend"] == "cuda"
-                        and self.recipe in fp8_cuda.RECIPES else None)
+    monkeypatch.setattr(_ext, "_loaded", f)
+    monkeypatch.setattr(common, "_NO_FP32_OUTPUT", set())
+    monkeypatch.setattr(nt.Linear, "_cuda_kernels", lambda self, x: fp8 if self.options["backend"] == "cuda"
+                        and self.recipe in fp8.RECIPES else None)
     return f
 
 
@@ -123,7 +124,6 @@ def test_fp8_bindings_check_arguments_before_the_device(ext):
 
 
 def test_backend_selection(ext):
-    from nibble import fp8_cuda
     for recipe in FP8_RECIPES:
         nt.Linear(128, 256, recipe=recipe, backend="cuda")  # accepted (runs on CUDA tensors)
     with pytest.raises(ValueError, match="backend 'cuda' runs recipes quartet, fp8-current, fp8-delayed, fp8-block"):
@@ -132,17 +132,17 @@ def test_backend_selection(ext):
         nt.Linear(40, 64, recipe="fp8-current", backend="cuda")
     with pytest.raises(ValueError, match="backend 'cuda' needs CUDA tensors, got cpu"):
         nt.Linear(64, 64, recipe="fp8-delayed", backend="cuda")(torch.randn(32, 64))
-    assert fp8_cuda.unsupported_reason(None).startswith("nibble._C is not built")
+    assert fp8.unsupported_reason(None).startswith("nibble._C is not built")
     if ext.has_cuda:
-        assert fp8_cuda.unsupported_reason(ext, (256, 128, 64)) is None
-        assert fp8_cuda.unsupported_reason(ext, (40, 128, 72)) == (
+        assert fp8.unsupported_reason(ext, (256, 128, 64)) is None
+        assert fp8.unsupported_reason(ext, (40, 128, 72)) == (
             "tokens 40, out_features 72 not a multiple of 16 (the FP8 kernels and cuBLASLt's FP8 GEMMs need whole "
             "16-element rows)")
     else:
-        assert "without CUDA" in fp8_cuda.unsupported_reason(ext, (256, 128, 64))
+        assert "without CUDA" in fp8.unsupported_reason(ext, (256, 128, 64))
 
 
-# The GEMMs each recipe runs: (A dtype, B dtype, A scale mode, B scale mode) per pass (SPEC 2 and 4).
+# The GEMMs each recipe runs: (A dtype, B dtype, A scale mode, B scale mode) per pass (docs/spec.md §2 and §4).
 GEMMS = {"fp8-current": {"fprop": ("e4m3", "e4m3", "per_tensor", "per_tensor"),
                          "dgrad": ("e5m2", "e4m3", "per_tensor", "per_tensor"),
                          "wgrad": ("e5m2", "e4m3", "per_tensor", "per_tensor")},
@@ -235,10 +235,9 @@ def test_fp8_delayed_history_matches_reference_and_round_trips(rng, ext, fake):
 def test_fp8_delayed_reads_amax_filled_back_only_until_each_history_is_known(rng, ext, fake, monkeypatch):
     # The host sync of reading amax_filled happens until every role has recorded once; load_state_dict
     # (which may bring empty histories) makes the layer read it again, and the one-shot rule applies.
-    from nibble import fp8_cuda
     reads = []
-    real = fp8_cuda._read_filled
-    monkeypatch.setattr(fp8_cuda, "_read_filled", lambda layer: reads.append(layer) or real(layer))
+    real = fp8._read_filled
+    monkeypatch.setattr(fp8, "_read_filled", lambda layer: reads.append(layer) or real(layer))
     cu, ref = pair("fp8-delayed", window=3, margin=1)
     gy = bf16_valued(randn(rng, T, O))
     for s in (1.0, 4.0, 0.5):
@@ -307,7 +306,6 @@ def test_only_the_copies_a_gradient_needs(recipe, rng, ext, fake):
 
 
 def test_fp32_output_refused_by_cublaslt_falls_back_to_bf16_output(rng, ext, fake):
-    from nibble import quartet_cuda
     fake.refuse_fp32_output = True
     cu, ref = pair("fp8-block")
     x = bf16_valued(randn(rng, T, I))
@@ -315,7 +313,7 @@ def test_fp32_output_refused_by_cublaslt_falls_back_to_bf16_output(rng, ext, fak
         y, y_r = cu(x), ref(x)
     assert y.dtype == torch.float32 and "cuBLASLt has no FP32 output here: BF16 output" in cu.last_path
     assert 0 < rel(y, y_r) < 2.0 ** -7
-    assert quartet_cuda._NO_FP32_OUTPUT == {"vec128 x blk128x128"}
+    assert common._NO_FP32_OUTPUT == {"vec128 x blk128x128"}
 
 
 def test_non_finite_input_names_layer_and_step(rng, ext, fake):

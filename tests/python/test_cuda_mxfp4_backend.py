@@ -1,4 +1,4 @@
-"""The mxfp4 CUDA backend of nibble.torch (nibble.mxfp4_cuda: nibble._C's MXFP4 quantizers, the exact E4M3
+"""The mxfp4 CUDA backend of nibble.torch (nibble.backends.mxfp4: nibble._C's MXFP4 quantizers, the exact E4M3
 re-encoding / BF16 decode and cuBLASLt).
 
 Without a GPU: the extension says whether the MXFP4 entry points were compiled, their argument checks (all
@@ -15,6 +15,8 @@ import pytest
 import torch
 
 import nibble.torch as nt
+from nibble import _ext
+from nibble.backends import common, mxfp4
 from conftest import randn
 from fake_cuda_ext import standin
 
@@ -67,13 +69,12 @@ def spread_input(rng, pattern, t=64, i=256):
 
 @pytest.fixture
 def fake(ext, monkeypatch):
-    """The CPU stand-in as nibble's extension, and backend-cuda layers routed to nibble.mxfp4_cuda on CPU tensors
+    """The CPU stand-in as nibble's extension, and backend-cuda layers routed to nibble.backends.mxfp4 on CPU tensors
     (reference-backend layers stay on the reference)."""
-    from nibble import mxfp4_cuda, quartet_cuda
     f = standin(ext)
-    monkeypatch.setattr(quartet_cuda, "_ext", f)
-    monkeypatch.setattr(quartet_cuda, "_NO_FP32_OUTPUT", set())
-    monkeypatch.setattr(nt.Linear, "_cuda_kernels", lambda self, x: mxfp4_cuda if self.options["backend"] == "cuda"
+    monkeypatch.setattr(_ext, "_loaded", f)
+    monkeypatch.setattr(common, "_NO_FP32_OUTPUT", set())
+    monkeypatch.setattr(nt.Linear, "_cuda_kernels", lambda self, x: mxfp4 if self.options["backend"] == "cuda"
                         and self.recipe == "mxfp4" else None)
     return f
 
@@ -118,7 +119,6 @@ def test_mxfp4_bindings_check_arguments_before_the_device(ext):
 
 
 def test_backend_selection(ext):
-    from nibble import mxfp4_cuda
     assert "mxfp4" in nt.CUDA_RECIPES
     nt.Linear(128, 256, recipe="mxfp4", backend="cuda")  # accepted (runs on CUDA tensors)
     with pytest.raises(ValueError, match="in_features 48 is not a multiple of 32, the block size of recipe mxfp4"):
@@ -128,15 +128,15 @@ def test_backend_selection(ext):
     layer = nt.Linear(64, 64, recipe="mxfp4")  # auto on CPU tensors: the reference
     layer(torch.randn(32, 64))
     assert layer.last_path.startswith("cpu-reference mxfp4")
-    assert mxfp4_cuda.unsupported_reason(None).startswith("nibble._C is not built")
+    assert mxfp4.unsupported_reason(None).startswith("nibble._C is not built")
     if ext.has_cuda:
-        assert mxfp4_cuda.unsupported_reason(ext) is None
+        assert mxfp4.unsupported_reason(ext) is None
     else:
-        assert "without CUDA" in mxfp4_cuda.unsupported_reason(ext)
+        assert "without CUDA" in mxfp4.unsupported_reason(ext)
 
     class Old:  # a CUDA build from before bind_cuda_fp4.cpp
         has_cuda = True
-    assert "no MXFP4 CUDA bindings" in mxfp4_cuda.unsupported_reason(Old())
+    assert "no MXFP4 CUDA bindings" in mxfp4.unsupported_reason(Old())
 
 
 @pytest.mark.parametrize("rule", RULES)

@@ -1,6 +1,6 @@
-"""nibble's CPU reference quantizers against an independent implementation of SPEC 1-3.
+"""nibble's CPU reference quantizers against an independent implementation of docs/spec.md §1-3.
 
-The expectation here is written from the SPEC's formulas with NumPy and ml_dtypes (JAX's FP8/FP4/E8M0
+The expectation here is written from docs/spec.md's formulas with NumPy and ml_dtypes (JAX's FP8/FP4/E8M0
 dtypes: its float32 -> float8_e4m3fn / float8_e5m2 / float4_e2m1fn casts are round-to-nearest-even),
 sharing no code with nibble. Saturation ("satfinite") is a clip to the format's max before the cast,
 which equals saturating RNE. Scale exponents are found by exact comparisons in float64, not by
@@ -26,6 +26,7 @@ else:
 
 F32 = np.float32
 E4M3, E5M2, E2M1 = ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, ml_dtypes.float4_e2m1fn
+BF16 = ml_dtypes.bfloat16
 FMAX = {E4M3: 448.0, E5M2: 57344.0, E2M1: 6.0}
 EMAX = {E4M3: 8, E2M1: 2}  # exponent of the element format's largest power of two (OCP MX rule)
 
@@ -58,7 +59,7 @@ def unblocks(b, shape, rows, cols):
     return b.reshape(r // rows, c // cols, rows, cols).transpose(0, 2, 1, 3).reshape(r, c)
 
 
-# ---- the recipes, from SPEC 2-3 ------------------------------------------------------------------
+# ---- the recipes, from docs/spec.md §2-3 ------------------------------------------------------------------
 
 def fp8_per_tensor(x, dtype, amax=None, margin=0):
     """fp8-current / fp8-delayed: s_enc = fmax 2^-margin / amax (float32); amax 0/inf/NaN -> 1."""
@@ -86,14 +87,16 @@ def fp8_block(x, rows):
 
 
 def mx_exponent(amax, dtype, rule):
-    """MX block scale exponent: ocp floor(log2 amax) - emax; round-up: smallest k with amax <= fmax 2^k."""
+    """MX block scale exponent. ocp: floor(log2 amax) - emax (OCP MX v1.0). te (Transformer Engine 2.x
+    float_to_e8m0(amax * max_norm_rcp)): v = fl32(amax * fl32(1/fmax)), k = ceil(log2 v), clamped; v = 0 -> -127."""
     a = np.where(amax > 0, amax, 1.0)
     if rule == "ocp":
         k = floor_log2(a) - EMAX[dtype]
     else:
-        k = floor_log2(a / FMAX[dtype]) - 1
-        for _ in range(3):
-            k = np.where(a > FMAX[dtype] * pow2(k), k + 1, k)
+        with np.errstate(under="ignore"):
+            v = a.astype(F32) * F32(1.0 / FMAX[dtype])     # one float32 multiply, subnormals kept
+        m, e = np.frexp(v.astype(np.float64))             # v = m 2^e, m in [0.5, 1)
+        k = np.where(v > 0, np.where(m == 0.5, e - 1, e), -127)
     return np.clip(np.where(amax > 0, k, -127), -127, 127)
 
 
@@ -109,17 +112,19 @@ def mx(x, dtype, rule="ocp"):
 
 
 def nvfp4(x, block_rows):
-    """nvfp4: s = amax / (6 * 448) in float32; block code UE4M3 = RN((amax_b / 6) / s); element RN_E2M1(x / (d_b s))."""
+    """nvfp4, Transformer Engine's op order (test_independent_nvfp4.py checks it in depth): S_enc = 2688 / amax,
+    block code UE4M3 = RN(amax_b * (S_enc * fl(1/6))), element RN_E2M1(x * min(1 / (d_b * S_dec), FLT_MAX))."""
     amax = F32(np.abs(x).max())
-    s = F32(amax / F32(6.0 * 448.0)) if amax > 0 and np.isfinite(amax) else F32(1.0)
-    s = s if s > 0 else F32(1.0)
-    b = blocks(x, block_rows, 16)
-    amax_b = np.abs(b).max(axis=-1).astype(F32)
-    d = cast_sat((amax_b / F32(6.0)).astype(F32) / s, E4M3)  # UE4M3: non-negative E4M3
-    denom = (d * s).astype(F32)
-    q = np.where(denom[..., None] == 0, F32(0.0),
-                 cast_sat((b / np.where(denom == 0, F32(1.0), denom)[..., None]).astype(F32), E2M1))
-    return unblocks((q * d[..., None] * s).astype(F32), x.shape, block_rows, 16)
+    with np.errstate(divide="ignore", over="ignore"):
+        s_enc = np.minimum(F32(2688.0) / amax, F32(np.finfo(F32).max)) if np.isfinite(amax) else F32(1.0)
+        s_enc = F32(1.0) if amax == 0 or s_enc == 0 else F32(s_enc)
+        s_dec = F32(F32(1.0) / s_enc)
+        b = blocks(x, block_rows, 16)
+        amax_b = np.abs(b).max(axis=-1).astype(F32)
+        d = cast_sat((amax_b * F32(s_enc * (F32(1.0) / F32(6.0)))).astype(F32), E4M3)  # UE4M3: non-negative E4M3
+        e = np.minimum(F32(1.0) / (d * s_dec).astype(F32), F32(np.finfo(F32).max)).astype(F32)
+        q = cast_sat((b * e[..., None]).astype(F32), E2M1)
+    return unblocks(((q * d[..., None]).astype(F32) * s_dec).astype(F32), x.shape, block_rows, 16)
 
 
 def quest(x):
@@ -135,7 +140,7 @@ def quest(x):
             d = (g[..., i] - mean).astype(F32)
             ss = (ss + d * d).astype(F32)
     sigma = np.sqrt((ss / F32(32.0)).astype(F32)).astype(F32)
-    # SPEC 3 leaves a non-finite sigma (NaN/inf in the group, or a sum of squares past float32) undefined;
+    # docs/spec.md §3 leaves a non-finite sigma (NaN/inf in the group, or a sum of squares past float32) undefined;
     # nibble gives such a group the E8M0 NaN scale and no trusted element, as MX does a NaN block.
     bad = ~np.isfinite(sigma)
     t = (F32(0.48707976) * np.where(bad, F32(1.0), sigma) + F32(1e-8)).astype(F32)
@@ -153,7 +158,7 @@ def quartet_backward(x):
     k = np.clip(floor_log2(np.where(amax > 0, amax, 1.0)) - 2, -127, 127)
     pre = (F32(0.75) * g).astype(F32)
     q = cast_sat(pre.astype(np.float64) / pow2(k)[..., None], E2M1) * pow2(k)[..., None]
-    # A block of zeros has no log2 amax (SPEC 3 leaves it open): nibble writes code 0 (+0) for every
+    # A block of zeros has no log2 amax (docs/spec.md §3 leaves it open): nibble writes code 0 (+0) for every
     # element there, where this rule would keep the sign of a -0 input.
     q = np.where((amax == 0)[..., None], 0.0, q)
     return unblocks(q.astype(F32), x.shape, 1, 32)
@@ -224,6 +229,29 @@ def test_fp8_delayed_uses_history_max(ext, nprng):
     assert_same_bits(got["values"], fp8_per_tensor(x, E4M3, amax=hist.max(), margin=1), "fp8-delayed")
 
 
+@pytest.mark.parametrize("role,dtype", [("x", E4M3), ("dy", E5M2)])
+def test_fp8_delayed_first_step_and_steady_state(ext, nprng, role, dtype):
+    """Transformer Engine DelayedScaling: scale 1 before any amax is recorded; one-shot = steady state."""
+    x = matrix(nprng, 4, 128, dtype)
+    first = ext.quantize(x, "fp8-delayed", role=role, amax_history=np.zeros(0, F32))
+    assert first["tensor_scale"] == 1.0
+    assert_same_bits(first["values"], (cast_sat(x, dtype)).astype(F32), f"fp8-delayed {role} first step")
+    own = ext.quantize(x, "fp8-delayed", role=role, amax_history=np.zeros(0, F32), first_step="own_amax")
+    assert_same_bits(own["values"], fp8_per_tensor(x, dtype), f"fp8-delayed {role} first step, own amax")
+    steady = ext.quantize(x, "fp8-delayed", role=role)
+    assert_same_bits(steady["values"], fp8_per_tensor(x, dtype), f"fp8-delayed {role} steady state")
+    assert "steady state" in steady["produced_by"]
+
+
+@pytest.mark.parametrize("last", [0.0, np.inf, np.nan])
+def test_fp8_delayed_keeps_previous_scale(ext, nprng, last):
+    """A zero or non-finite history max keeps the previous scale (TE's fused amax and scale update)."""
+    x = matrix(nprng, 4, 128, E4M3)
+    hist = np.array([5.0, 40.0, last], F32)       # window 1: only `last` is left in the history
+    got = ext.quantize(x, "fp8-delayed", amax_history=hist, window=1, margin=2)
+    assert_same_bits(got["values"], fp8_per_tensor(x, E4M3, amax=40.0, margin=2), f"fp8-delayed after {last}")
+
+
 @pytest.mark.parametrize("role,rows", [("x", 1), ("w", 128)])
 def test_fp8_block(ext, nprng, role, rows):
     x = matrix(nprng, 128, 256, E4M3, block=128)
@@ -232,14 +260,26 @@ def test_fp8_block(ext, nprng, role, rows):
 
 
 @pytest.mark.parametrize("recipe,dtype", [("mxfp8", E4M3), ("mxfp4", E2M1)])
-@pytest.mark.parametrize("rule", ["ocp", "round-up"])
+@pytest.mark.parametrize("rule", ["default", "ocp", "te", "round-up"])
 def test_mx(ext, nprng, recipe, dtype, rule):
     x = matrix(nprng, 16, 256, dtype)
     x[3, 32:64] = np.nan                      # a NaN block: E8M0 NaN scale
     x[4, 64] = np.float32(np.nan)             # one NaN among finite values
     x[5, :32] = nprng.standard_normal(32) * 2.0 ** 120  # near the top of E8M0
+    x[6, :32] = nprng.standard_normal(32) * 2.0 ** 60   # extreme exponents
+    x[6, 32:64] = nprng.standard_normal(32) * 2.0 ** -60
+    x[7, :32] = (nprng.standard_normal(32) * 300).astype(np.float32).astype(np.float64)
+    x[7, 0] = 500.0                                      # OCP saturates it, te does not
+    # amaxes around fmax * 2^-127, where te's product is a float32 subnormal
+    edge = np.float32(FMAX[dtype] * 2.0 ** -127)
+    x[8, :32] = np.nextafter(edge, np.float32(1)) * np.linspace(-1, 1, 32)
+    x[8, 32:64] = edge * np.float32(1.001) * np.linspace(-1, 1, 32)
+    x[9, :] = x[9, :].astype(BF16).astype(F32)           # BF16-representable inputs
+    x = x.astype(F32)
     got = ext.quantize(x, recipe, mx_scale_rule=rule)
-    assert_same_bits(got["values"], mx(x, dtype, rule), f"{recipe} {rule}")
+    want_rule = {"default": "te" if recipe == "mxfp8" else "ocp", "round-up": "te"}.get(rule, rule)
+    assert_same_bits(got["values"], mx(x, dtype, want_rule), f"{recipe} {rule}")
+    assert f"({want_rule} scale)" in got["produced_by"]
 
 
 @pytest.mark.parametrize("role,block_rows", [("x", 1), ("w", 16)])
@@ -271,3 +311,18 @@ def test_independent_casts_see_the_ties():
                                   np.array([0, 1, 1, 2, 2, 4, 4, 6], F32))
     np.testing.assert_array_equal(cast_sat(np.array([464.0, 1e9, -1e9]), E4M3), np.array([448, 448, -448], F32))
     assert tie_points(E2M1).tolist() == [0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0]
+
+
+def test_quartet_forward_absmax(ext, nprng):
+    """Upstream's absmax ablation (Quartet quest=False, QuTLASS abs_max): scale 2^(floor(log2 amax) - 2) / 0.75,
+    never clips, no trust mask; stored as codes of 0.75 x on the 2^k grid with prescale 0.75."""
+    x = matrix(nprng, 16, 256, E2M1)
+    x[5, :32] = nprng.standard_normal(32) * 2.0 ** 60
+    x[6, :32] = nprng.standard_normal(32) * 2.0 ** -60
+    x[7, 0] = x[7, 1:32].max() * 50.0                   # an outlier (would clip under QuEST)
+    x[9, :] = x[9, :].astype(BF16).astype(F32)
+    x = x.astype(F32)
+    got = ext.quantize(x, "quartet", role="x", rotate=False, forward_quantizer="absmax")
+    assert got["prescale"] == np.float32(0.75)
+    assert np.asarray(got["mask"]).all()
+    assert_same_bits(got["values"], quartet_backward(x), "quartet absmax forward")

@@ -1,6 +1,6 @@
-"""nibble's block Hadamard rotations against SPEC 3's definition, built here with NumPy.
+"""nibble's block Hadamard rotations against docs/spec.md §3's definition, built here with NumPy.
 
-SPEC 3: H_n is the n x n Sylvester Hadamard matrix (H_1 = [1], H_2n = [[H_n, H_n], [H_n, -H_n]], i.e.
+docs/spec.md §3: H_n is the n x n Sylvester Hadamard matrix (H_1 = [1], H_2n = [[H_n, H_n], [H_n, -H_n]], i.e.
 H[i, j] = (-1)^popcount(i & j)) scaled by 1/sqrt(n), applied block-wise along columns; random signs are
 applied BEFORE the transform, x -> (x * s) H (the reverse order would be a fixed rotation); the Quartet
 backward epilogue is dX = (G * 16/9 masked) H^T with the signs undone after it. nibble computes these with

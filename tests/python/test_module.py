@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 import nibble.torch as nt
+from nibble.backends import emulate, emulated
 from conftest import randn
 
 
@@ -90,17 +91,15 @@ def test_argument_errors():
                                          ("fp8-block", "x"), ("fp8-block", "w"), ("mxfp8", "x"), ("mxfp4", "x"),
                                          ("nvfp4", "x"), ("nvfp4", "w")])
 def test_emulation_matches_reference(recipe, role, rng, ext):
-    from nibble import backends
     x = randn(rng, 128, 256)
     ref = torch.from_numpy(np.array(ext.quantize(x.numpy(), recipe, role, rounding="nearest")["values"]))
     opts = dict(nt._DEFAULTS)
-    emu, _, _ = backends.EmulatedBackend(opts).plain(x, recipe, role, 0)
+    emu, _, _ = emulated.EmulatedBackend(opts).plain(x, recipe, role, 0)
     # Elementwise rounding with the same scales: identical to the bit.
     assert torch.equal(emu, ref), float((emu != ref).float().mean())
 
 
 def test_emulation_quartet_close_to_reference(rng, ext):
-    from nibble import emulate
     x = randn(rng, 128, 256)
     d = ext.quantize(x.numpy(), "quartet", "x")
     v, m = emulate.quest_forward(x)
@@ -131,8 +130,12 @@ def test_emulated_layer_close_to_reference_layer(recipe, rng):
         assert rel < (0.6 if recipe in ("quartet", "nvfp4") else 1e-3), (recipe, rel)
 
 
-def test_recipe_names_match_the_extension():
-    # One list of recipe names: nibble.torch's must be the C++ quant layer's (recipe_list.hpp).
-    import nibble
-    ext = nibble.load_extension()
-    assert ext.recipes == ", ".join(nt.RECIPES)
+def test_recipe_names_come_from_the_extension(ext):
+    # One list of recipe names, the C++ quant layer's (recipe_list.hpp): nibble.torch takes it from nibble._C,
+    # and the torch emulation (the list used when nibble._C is not built) implements every one of them.
+    assert isinstance(ext.recipe_names, tuple) and len(ext.recipe_names) == len(set(ext.recipe_names)) > 0
+    assert nt.RECIPES == ext.recipe_names
+    assert ext.recipes == ", ".join(ext.recipe_names)
+    assert emulated.RECIPES == ext.recipe_names
+    with pytest.raises(ValueError, match="valid recipes: " + ", ".join(ext.recipe_names)):
+        nt.Linear(64, 64, recipe="fp6")

@@ -12,7 +12,7 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import step_report  # noqa: E402
 
-RECORDED = os.path.join(ROOT, "docs", "perf", "2026-12-03-h200", "session13", "run1", "step-codonfm-5b.json")
+RECORDED = os.path.join(ROOT, "docs", "results", "h200-2026-12-04-training", "step-codonfm-5b.json")
 
 
 def synthetic(rng):

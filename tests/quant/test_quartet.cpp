@@ -141,3 +141,40 @@ TEST(QuartetBackward, DgradEpilogueMasksRescalesAndUnrotates) {
   }
   EXPECT_THROW(quartet_dgrad_epilogue(g.data(), rows, cols, std::vector<uint8_t>(3), rot), std::invalid_argument);
 }
+
+// Upstream's absmax ablation: scale 2^(floor(log2 amax) - 2) / 0.75, stored as E2M1((0.75 x) 2^-k)
+// with the E8M0 of 2^k and prescale 0.75; nothing clips and every element is trusted.
+TEST(QuartetAbsmax, UpstreamScaleNoClipNoMask) {
+  const int64_t rows = 6, cols = 64;
+  std::vector<float> x = testdata::gaussian(rows, cols, testdata::fresh_seed(), 0.0f);
+  x[3] = 40.0f * x[4];                        // an outlier the OCP rule would clip
+  for (int i = 64; i < 96; ++i) x[i] = 0.0f;  // a zero group
+  const QuantizedTensor q = quantize_quartet_forward(x.data(), rows, cols, 32, false, ForwardQuantizer::absmax);
+  EXPECT_EQ(q.prescale, 0.75f);
+  EXPECT_NE(q.produced_by.find("absmax, prescale 0.75"), std::string::npos) << q.produced_by;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      const float* g = x.data() + r * cols + b * 32;
+      float amax = 0.0f;
+      for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(g[i]));
+      const uint8_t sc = q.scale_codes[static_cast<size_t>(r * (cols / 32) + b)];
+      if (amax == 0.0f) {
+        EXPECT_EQ(sc, 0);
+      } else {
+        EXPECT_EQ(static_cast<int>(sc) - 127, std::ilogb(amax) - 2);
+      }
+      for (int i = 0; i < 32; ++i) {
+        const int64_t c = b * 32 + i, idx = r * cols + c;
+        EXPECT_TRUE((q.mask[static_cast<size_t>(idx / 8)] >> (idx % 8)) & 1) << "no trust mask";
+        const double v = q.value_at(r, c);  // 0.75 x on the E2M1 grid of 2^k
+        const double step = std::ldexp(0.5, std::ilogb(amax) - 2) * (std::fabs(0.75 * g[i]) >= std::ldexp(4.0, std::ilogb(amax) - 2) ? 4 : 1);
+        EXPECT_LE(std::fabs(v - 0.75 * g[i]), step) << "never clips";
+        EXPECT_LE(std::fabs(v), 6.0 * std::ldexp(1.0, std::ilogb(amax) - 2));
+      }
+    }
+  }
+  // The element codes are the backward quantizer's (nearest, unrotated).
+  const QuantizedTensor bwd = quantize_quartet_backward(x.data(), rows, cols, 0, 32, false, SrKey{});
+  EXPECT_EQ(q.codes, bwd.codes);
+  EXPECT_EQ(q.scale_codes, bwd.scale_codes);
+}

@@ -101,13 +101,13 @@ TEST(Recipes, NothingExceedsTheFormatRange) {
   }
 }
 
-TEST(Recipes, RoundUpMxRuleNeverClipsOcpMay) {
-  // A block whose amax is 500 * 2^k: OCP saturates it to 448 * 2^k, round-up keeps it.
+TEST(Recipes, TeMxRuleNeverClipsOcpMay) {
+  // A block whose amax is 500 * 2^k: OCP saturates it to 448 * 2^k, te keeps it.
   std::vector<float> x(32);
   for (int i = 0; i < 32; ++i) x[i] = 0.37f * (i - 15);
   x[7] = 500.0f;
   const QuantizedTensor ocp = quantize_mx(x.data(), 1, 32, ElementFormat::e4m3, MxScaleRule::ocp);
-  const QuantizedTensor up = quantize_mx(x.data(), 1, 32, ElementFormat::e4m3, MxScaleRule::round_up);
+  const QuantizedTensor up = quantize_mx(x.data(), 1, 32, ElementFormat::e4m3, MxScaleRule::te);
   EXPECT_EQ(ocp.value_at(0, 7), 448.0f);
   EXPECT_EQ(up.value_at(0, 7), 512.0f);  // nearest E4M3 at scale 2: 256 * 2 (step 32 in [256, 448])
 }
@@ -115,25 +115,77 @@ TEST(Recipes, RoundUpMxRuleNeverClipsOcpMay) {
 TEST(Recipes, DelayedScalingUsesHistoryThenRecords) {
   const int64_t rows = 4, cols = 64;
   std::vector<float> x = testdata::gaussian(rows, cols, testdata::fresh_seed(), 0.0f);
+  const float amax = amax_of(x.data(), rows * cols);
   AmaxHistory h(3, 1);
   QuantOptions o;
   o.history = &h;
   QuantizedTensor q0 = quantize(Recipe::fp8_delayed, x.data(), rows, cols, o);
-  EXPECT_EQ(q0.tensor_scale, 1.0f) << "empty history -> scale 1";
+  EXPECT_EQ(q0.tensor_scale, 1.0f) << "first step (Transformer Engine) -> scale 1";
+  EXPECT_NE(q0.produced_by.find("first step: scale 1"), std::string::npos) << q0.produced_by;
   EXPECT_EQ(h.size(), 1);
-  EXPECT_EQ(h.max(), amax_of(x.data(), rows * cols));
+  EXPECT_EQ(h.max(), amax);
   QuantizedTensor q1 = quantize(Recipe::fp8_delayed, x.data(), rows, cols, o);
-  EXPECT_EQ(q1.tensor_scale, 1.0f / ((448.0f * 0.5f) / amax_of(x.data(), rows * cols)));
-  for (float m : {100.0f, 1.0f, 2.0f, 3.0f}) h.record(m);  // window 3 drops the 100
+  const float s1 = (448.0f * 0.5f) / amax;
+  EXPECT_EQ(q1.tensor_scale, 1.0f / s1);
+  EXPECT_EQ(h.encode_scale(448.0f, 123.0f), s1) << "the step's own amax plays no part once a scale exists";
+  for (float m : {100.0f, 1.0f, 2.0f, 3.0f}) h.record(m, 448.0f);  // window 3 drops the 100
   EXPECT_EQ(h.max(), 3.0f);
-  h.record(NAN);
-  EXPECT_EQ(h.max(), 3.0f);
+  EXPECT_EQ(h.encode_scale(448.0f, 0.0f), 224.0f / 3.0f);
+  // A non-finite amax makes the history max non-finite: the previous scale stays until it leaves.
+  h.record(NAN, 448.0f);
+  EXPECT_TRUE(std::isnan(h.max()));
+  EXPECT_EQ(h.encode_scale(448.0f, 0.0f), 224.0f / 3.0f);
+  h.record(8.0f, 448.0f);
+  h.record(INFINITY, 448.0f);
+  EXPECT_EQ(h.encode_scale(448.0f, 0.0f), 224.0f / 3.0f);
+  h.record(16.0f, 448.0f);
+  h.record(4.0f, 448.0f);
+  EXPECT_EQ(h.encode_scale(448.0f, 0.0f), 224.0f / 3.0f) << "inf still in the window";
+  h.record(2.0f, 448.0f);
+  EXPECT_EQ(h.encode_scale(448.0f, 0.0f), 224.0f / 16.0f);
+  // An all-zero history keeps the previous scale too.
+  AmaxHistory z(2);
+  z.record(7.0f, 448.0f);
+  z.record(0.0f, 448.0f);
+  z.record(0.0f, 448.0f);
+  EXPECT_EQ(z.max(), 0.0f);
+  EXPECT_EQ(z.encode_scale(448.0f, 1.0f), 64.0f);
   EXPECT_THROW(AmaxHistory(0), std::invalid_argument);
-  // One-shot: history seeded with the tensor's own amax == current scaling.
+  // DelayedFirstStep::own_amax: the first step uses the tensor's own amax (with the margin).
+  AmaxHistory own(3, 1, DelayedFirstStep::own_amax);
+  o.history = &own;
+  QuantizedTensor first = quantize(Recipe::fp8_delayed, x.data(), rows, cols, o);
+  EXPECT_EQ(first.tensor_scale, 1.0f / s1);
+  EXPECT_NE(first.produced_by.find("first step: own amax"), std::string::npos) << first.produced_by;
+  // One-shot (no history): the steady state, history = own amax == current scaling.
   const QuantizedTensor once = quantize(Recipe::fp8_delayed, x.data(), rows, cols);
   const QuantizedTensor cur = quantize(Recipe::fp8_current, x.data(), rows, cols);
   EXPECT_EQ(once.codes, cur.codes);
   EXPECT_EQ(once.tensor_scale, cur.tensor_scale);
+  EXPECT_NE(once.produced_by.find("steady state: history = own amax"), std::string::npos) << once.produced_by;
+}
+
+TEST(Recipes, MxDefaultRuleIsTeForMxfp8AndOcpForMxfp4) {
+  std::vector<float> x(64);
+  for (int i = 0; i < 64; ++i) x[i] = 0.37f * (i - 31);
+  x[5] = 500.0f;   // OCP would saturate this block; te moves one binade up
+  x[40] = 7.0f;    // E2M1: OCP k = 0 saturates 7 to 6; te k = 1
+  for (Recipe r : {Recipe::mxfp8, Recipe::mxfp4}) {
+    const MxScaleRule want = r == Recipe::mxfp8 ? MxScaleRule::te : MxScaleRule::ocp;
+    EXPECT_EQ(default_mx_scale_rule(r), want);
+    QuantOptions explicit_rule;
+    explicit_rule.mx_scale_rule = want;
+    const QuantizedTensor d = quantize(r, x.data(), 2, 32);
+    const QuantizedTensor e = quantize(r, x.data(), 2, 32, explicit_rule);
+    EXPECT_EQ(d.scale_codes, e.scale_codes) << recipe_name(r);
+    EXPECT_EQ(d.codes, e.codes) << recipe_name(r);
+    explicit_rule.mx_scale_rule = want == MxScaleRule::te ? MxScaleRule::ocp : MxScaleRule::te;
+    EXPECT_NE(quantize(r, x.data(), 2, 32, explicit_rule).scale_codes, d.scale_codes) << recipe_name(r);
+    EXPECT_NE(d.produced_by.find(std::string("(") + mx_scale_rule_name(want) + " scale)"), std::string::npos)
+        << d.produced_by;
+  }
+  EXPECT_EQ(parse_mx_scale_rule("round-up"), MxScaleRule::te);
+  EXPECT_THROW(parse_mx_scale_rule("up"), std::invalid_argument);
 }
 
 TEST(Recipes, BadInputNamesTheFieldAndTheFix) {

@@ -61,7 +61,7 @@ TEST(ScaleRules, Fp8BlockExponentIsFloorLog2OfQuotient) {
   EXPECT_EQ(fp8_block_scale_exponent(INFINITY), 0);
 }
 
-TEST(ScaleRules, MxOcpAndRoundUp) {
+TEST(ScaleRules, MxOcpAndTe) {
   std::mt19937_64 g(testdata::fresh_seed());
   for (ElementFormat f : {ElementFormat::e4m3, ElementFormat::e2m1}) {
     const double fmax = element_max(f);
@@ -69,10 +69,12 @@ TEST(ScaleRules, MxOcpAndRoundUp) {
     for (int i = 0; i < 50000; ++i) {
       const float amax = random_positive(g);
       const int ocp = fmt::e8m0_exponent(mx_scale_code(amax, MxScaleRule::ocp, f));
-      const int up = fmt::e8m0_exponent(mx_scale_code(amax, MxScaleRule::round_up, f));
+      const int up = fmt::e8m0_exponent(mx_scale_code(amax, MxScaleRule::te, f));
       const int want_ocp = std::max(-127, static_cast<int>(std::floor(std::log2(static_cast<double>(amax)))) - emax);
+      // The te rule equals the exact ceil(log2(amax / fmax)) wherever amax * fl(1/fmax) is a normal float.
       const int want_up = std::max(-127, static_cast<int>(std::ceil(std::log2(static_cast<double>(amax) / fmax))));
       ASSERT_EQ(ocp, want_ocp) << "amax " << amax;
+      if (static_cast<double>(amax) / fmax < 0x1p-125) continue;
       ASSERT_EQ(up, want_up) << "amax " << amax;
       if (up > -127) {
         EXPECT_LE(static_cast<double>(amax), fmax * std::exp2(up));        // never clips
@@ -80,15 +82,28 @@ TEST(ScaleRules, MxOcpAndRoundUp) {
       }
     }
   }
-  // OCP can clip: amax in (448, 512) * 2^k saturates; round-up moves one binade up.
+  // OCP can clip: amax in (448, 512) * 2^k saturates; te moves one binade up.
   EXPECT_EQ(fmt::e8m0_exponent(mx_scale_code(500.0f, MxScaleRule::ocp, ElementFormat::e4m3)), 0);
-  EXPECT_EQ(fmt::e8m0_exponent(mx_scale_code(500.0f, MxScaleRule::round_up, ElementFormat::e4m3)), 1);
-  EXPECT_EQ(fmt::e8m0_exponent(mx_scale_code(6.0f, MxScaleRule::round_up, ElementFormat::e2m1)), 0);
-  EXPECT_EQ(fmt::e8m0_exponent(mx_scale_code(7.0f, MxScaleRule::round_up, ElementFormat::e2m1)), 1);
+  EXPECT_EQ(fmt::e8m0_exponent(mx_scale_code(500.0f, MxScaleRule::te, ElementFormat::e4m3)), 1);
+  EXPECT_EQ(fmt::e8m0_exponent(mx_scale_code(6.0f, MxScaleRule::te, ElementFormat::e2m1)), 0);
+  EXPECT_EQ(fmt::e8m0_exponent(mx_scale_code(7.0f, MxScaleRule::te, ElementFormat::e2m1)), 1);
   EXPECT_EQ(fmt::e8m0_exponent(mx_scale_code(7.0f, MxScaleRule::ocp, ElementFormat::e2m1)), 0);
   EXPECT_EQ(mx_scale_code(0.0f, MxScaleRule::ocp, ElementFormat::e2m1), 0);
   EXPECT_EQ(mx_scale_code(NAN, MxScaleRule::ocp, ElementFormat::e2m1), fmt::kE8M0Nan);
-  EXPECT_EQ(mx_scale_code(INFINITY, MxScaleRule::round_up, ElementFormat::e4m3), fmt::kE8M0Nan);
+  EXPECT_EQ(mx_scale_code(INFINITY, MxScaleRule::te, ElementFormat::e4m3), fmt::kE8M0Nan);
+  // Where amax * fl(1/448) is subnormal it rounds on the 2^-149 grid: an amax just above 448 * 2^-127
+  // lands exactly on 2^-127 (code 0, so the block saturates slightly, as in TE), while the exact
+  // ceil would move to 2^-126.
+  const float just_above = std::nextafter(448.0f * 0x1p-127f, 1.0f);
+  EXPECT_EQ(mx_scale_code(just_above, MxScaleRule::te, ElementFormat::e4m3), 0);
+  EXPECT_EQ(fmt::e8m0_exponent(mx_scale_code(just_above * 1.001f, MxScaleRule::te, ElementFormat::e4m3)), -126);
+  EXPECT_EQ(mx_scale_code(448.0f * 0x1p-127f, MxScaleRule::te, ElementFormat::e4m3), 0);
+  // amax = 448 * 2^k exactly: fl(1/448) is above 1/448 by less than half an ulp, so v = 2^k (no round up).
+  for (int k = -100; k <= 100; k += 7) {
+    EXPECT_EQ(fmt::e8m0_exponent(mx_scale_code(448.0f * std::ldexp(1.0f, k), MxScaleRule::te, ElementFormat::e4m3)), k);
+    EXPECT_EQ(fmt::e8m0_exponent(mx_scale_code(std::nextafter(448.0f * std::ldexp(1.0f, k), 1e38f), MxScaleRule::te,
+                                               ElementFormat::e4m3)), k + 1);
+  }
 }
 
 namespace {
@@ -120,14 +135,19 @@ TEST(ScaleRules, MxScaleCodeClosedFormMatchesTheDefinitions) {
       if (std::isfinite(a)) {
         want_ocp = want_up = 0;
         if (a > 0.0) {
-          const double r = a / fmax;  // exact at powers of two times fmax, never rounds onto one otherwise
-          const int up = std::ilogb(r) + (r != std::ldexp(1.0, std::ilogb(r)) ? 1 : 0);
           want_ocp = fmt::encode_e8m0_exponent(clamp127(std::ilogb(a) - element_emax(f)));
-          want_up = fmt::encode_e8m0_exponent(clamp127(up));
+          // te (Transformer Engine): v = fl(a * fl(1/fmax)); the double product of two 24-bit
+          // significands is exact, the cast rounds it once as the float multiply does (subnormals too).
+          const double rcp = static_cast<float>(1.0 / fmax);
+          const double v = static_cast<float>(a * rcp);
+          if (v > 0.0) {
+            const int up = std::ilogb(v) + (v != std::ldexp(1.0, std::ilogb(v)) ? 1 : 0);  // ceil(log2 v)
+            want_up = fmt::encode_e8m0_exponent(clamp127(up));
+          }
         }
       }
       ASSERT_EQ(mx_scale_code(x, MxScaleRule::ocp, f), want_ocp) << "amax bits " << std::hex << fmt::float_bits(x);
-      ASSERT_EQ(mx_scale_code(x, MxScaleRule::round_up, f), want_up) << "amax bits " << std::hex << fmt::float_bits(x);
+      ASSERT_EQ(mx_scale_code(x, MxScaleRule::te, f), want_up) << "amax bits " << std::hex << fmt::float_bits(x);
     }
   }
 }
@@ -145,21 +165,40 @@ TEST(ScaleRules, QuestScaleExponentMatchesFloorLog2) {
 }
 
 TEST(ScaleRules, Nvfp4) {
+  // Transformer Engine's order of float operations (docs/recipes.md, nvfp4), checked against double
+  // arithmetic rounded to float at each of TE's steps.
+  EXPECT_EQ(nvfp4_global_encode_scale(2688.0f), 1.0f);
   EXPECT_EQ(nvfp4_global_decode_scale(2688.0f), 1.0f);
-  EXPECT_EQ(nvfp4_global_decode_scale(0.0f), 1.0f);
-  EXPECT_EQ(nvfp4_global_decode_scale(NAN), 1.0f);
+  EXPECT_EQ(nvfp4_global_encode_scale(0.0f), 1.0f);
+  EXPECT_EQ(nvfp4_global_encode_scale(INFINITY), 1.0f);
+  EXPECT_EQ(nvfp4_global_encode_scale(NAN), 1.0f);
+  EXPECT_EQ(nvfp4_global_encode_scale(1e-40f), kFloatMax);  // 2688 / amax overflows: FLT_MAX
   std::mt19937_64 g(testdata::fresh_seed());
   std::uniform_real_distribution<float> frac(0.0f, 1.0f);
+  int codes_differ_from_quotient = 0;
   for (int i = 0; i < 20000; ++i) {
-    const float amax = std::exp2(std::uniform_real_distribution<float>(-60, 60)(g));
-    const float s = nvfp4_global_decode_scale(amax);
-    EXPECT_EQ(s, amax / 2688.0f);
+    const float amax = std::exp2(std::uniform_real_distribution<float>(-60, 60)(g)) * (1.0f + frac(g));
+    const float s_enc = nvfp4_global_encode_scale(amax);
+    EXPECT_EQ(s_enc, static_cast<float>(2688.0 / static_cast<double>(amax)));
+    const float s_dec = nvfp4_global_decode_scale(amax);
+    EXPECT_EQ(s_dec, static_cast<float>(1.0 / static_cast<double>(s_enc)));
     const float amax_block = amax * frac(g);
-    const uint8_t code = nvfp4_block_scale_code(amax_block, s);
-    EXPECT_EQ(code, fmt::encode_ue4m3((amax_block / 6.0f) / s));
+    const uint8_t code = nvfp4_block_scale_code(amax_block, s_enc);
+    const float mult = static_cast<float>(static_cast<double>(s_enc) * static_cast<double>(1.0f / 6.0f));
+    EXPECT_EQ(code, fmt::encode_ue4m3(static_cast<float>(static_cast<double>(amax_block) * mult)));
+    codes_differ_from_quotient += code != fmt::encode_ue4m3((amax_block / 6.0f) / (amax / 2688.0f));
     EXPECT_LE(fmt::decode_ue4m3(code), 448.0f);
+    const float e = nvfp4_element_encode_scale(code, s_dec);
+    const double want_e = 1.0 / static_cast<double>(static_cast<float>(static_cast<double>(fmt::decode_ue4m3(code)) * s_dec));
+    EXPECT_EQ(e, code == 0 ? kFloatMax : static_cast<float>(want_e)) << amax << " " << amax_block;
   }
+  // The old quotient form (amax_block / 6) / (amax / 2688) rounds differently now and then: the op
+  // order matters, which is why it follows TE's.
+  EXPECT_LT(codes_differ_from_quotient, 20000 / 10);
   EXPECT_EQ(nvfp4_block_scale_code(NAN, 1.0f), 0x7F);
+  EXPECT_EQ(nvfp4_block_scale_code(INFINITY, 1.0f), 0x7E);      // satfinite: 448
+  EXPECT_EQ(nvfp4_block_scale_code(2688.0f * 2.0f, 1.0f), 0x7E);  // above 448 saturates
+  EXPECT_EQ(nvfp4_element_encode_scale(0, 1.0f), kFloatMax);      // zero block scale
 }
 
 TEST(Amax, PropagatesNanAndInfOrderIndependently) {

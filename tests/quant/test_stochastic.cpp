@@ -27,14 +27,14 @@ TEST(Stochastic, UnbiasedWithinStatisticalBound) {
   std::vector<double> mx_sum(cols, 0.0), qb_sum(cols, 0.0);
   for (int t = 0; t < trials; ++t) {
     const SrKey key{true, seed + t, kStreamMx};
-    const QuantizedTensor mx = quantize_mx(x.data(), 1, cols, ElementFormat::e2m1, MxScaleRule::round_up, key);
+    const QuantizedTensor mx = quantize_mx(x.data(), 1, cols, ElementFormat::e2m1, MxScaleRule::te, key);
     const QuantizedTensor qb = quantize_quartet_backward(x.data(), 1, cols, 0, 32, false, SrKey{true, seed + t, kStreamQuartetBackward});
     for (int64_t c = 0; c < cols; ++c) {
       mx_sum[c] += mx.value_at(0, c);
       qb_sum[c] += qb.value_at(0, c) / 0.75;
     }
   }
-  const QuantizedTensor ref = quantize_mx(x.data(), 1, cols, ElementFormat::e2m1, MxScaleRule::round_up);
+  const QuantizedTensor ref = quantize_mx(x.data(), 1, cols, ElementFormat::e2m1, MxScaleRule::te);
   for (int64_t c = 0; c < cols; ++c) {
     const double s = ref.block_scale_at(0, c);
     // Var of one rounding <= gap^2 / 4: 6 standard errors of the mean.

@@ -1,7 +1,7 @@
-// Found by fuzz_safetensors: nlohmann::json reports a number past double's range ("1e999") as
-// out_of_range, not parse_error, and every JSON file reader caught only parse_error, so such a file
-// surfaced as "[json.exception.out_of_range.406] ..." naming no file. Found by fuzz_hf_config: a
-// non-string "model_type" escaped as nlohmann's type_error. Each reader must now throw
+// JSON readers under inputs the fuzzers found: nlohmann::json reports a number past double's range
+// ("1e999", fuzz_safetensors) as out_of_range, not parse_error, and a non-string "model_type"
+// (fuzz_hf_config) as type_error. A reader that caught only parse_error would surface them as
+// "[json.exception.out_of_range.406] ..." naming no file; each reader must throw
 // std::invalid_argument naming the file.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -93,8 +93,8 @@ TEST(JsonReaderErrors, NonStringModelTypeNamesTheField) {
   EXPECT_TRUE(nibble::workload::hf_config_from_json(ok, "cfg.json").gated);  // llama is a gated family
 }
 
-// Fuzz finding (session 19, fuzz_law_fit): a fit JSON whose optional fields have the wrong type
-// ("base_scheme": null) escaped as nlohmann's type_error. Each optional field, given a random value
+// Fuzz finding (fuzz_law_fit): a fit JSON whose optional fields have the wrong type
+// ("base_scheme": null) must not escape as nlohmann's type_error. Each optional field, given a random value
 // of a wrong type, is refused with std::invalid_argument naming it; the valid document still loads.
 TEST(JsonReaderErrors, FitJsonOptionalFieldsOfTheWrongTypeNameTheField) {
   auto rng = nibble::testing::fresh_rng();
@@ -131,9 +131,9 @@ TEST(JsonReaderErrors, FitJsonOptionalFieldsOfTheWrongTypeNameTheField) {
   EXPECT_THROW(nibble::law::fit_from_json(bad_list, "fit.json"), std::invalid_argument);
 }
 
-// Fuzz finding (session 19, fuzz_bench_result under UBSan): a bench result whose gpu_info.compute_capability
-// was 9.6e102 reached a double -> int cast (undefined behaviour). Counts past int, negative or fractional,
-// drawn at random, are now refused naming the field; the valid document still reads.
+// Fuzz finding (fuzz_bench_result under UBSan): a bench result whose gpu_info.compute_capability is
+// 9.6e102 must not reach a double -> int cast (undefined behaviour). Counts past int, negative or
+// fractional, drawn at random, are refused naming the field; the valid document still reads.
 TEST(JsonReaderErrors, BenchResultCountsOutOfRangeNameTheField) {
   const std::string sample = std::string(NIBBLE_FUZZ_FINDINGS_DIR) + "/../../../fuzz/corpus/bench_result/predicted_small.json";
   std::ifstream in(sample);

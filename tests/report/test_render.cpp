@@ -202,7 +202,8 @@ TEST(Csv, HeaderIsTheSchemaAndOneLinePerRow) {
   EXPECT_EQ(header,
             "gpu,predicted,layer,pass,m,k,n,count,per_model,flops,recipe,mode,gemm_ms,gemm_p10_ms,"
             "gemm_p90_ms,gemm_min_ms,gemm_max_ms,n_runs,quant_ms,total_ms,tflops,pct_of_peak,path,"
-            "predicted_path,quant_bytes,bound_ms,error");
+            "predicted_path,quant_bytes,bound_ms,error,weight_quant_ms,weight_quant_bytes,grad_accum,"
+            "recipe_tokens_per_s,recipe_tokens_per_s_low,recipe_tokens_per_s_high");
   size_t lines = 0;
   while (std::getline(in, line)) ++lines;
   EXPECT_EQ(lines, r.rows.size());

@@ -1,4 +1,4 @@
-// GEMM derivation pinned against shapes computed by hand (SPEC section 5), plus properties that must
+// GEMM derivation pinned against shapes computed by hand (docs/spec.md §5), plus properties that must
 // hold for any valid model.
 #include <gtest/gtest.h>
 
@@ -23,7 +23,7 @@ TEST(DeriveGemms, MultiHeadCodonFmMatchesSpecReference) {
   expect_linear(w, "attn_out", 15872, 4096, 4096);
   expect_linear(w, "mlp_up", 15872, 4096, 16384);
   expect_linear(w, "mlp_down", 15872, 16384, 4096);
-  // SPEC: one layer is 19.17 TFLOP; exactly 6 * T * (parameters of the four linear layers).
+  // docs/spec.md §5: one layer is 19.17 TFLOP; exactly 6 * T * (parameters of the four linear layers).
   EXPECT_EQ(w.layer_totals().total(), int64_t{19172734009344});
   EXPECT_NEAR(static_cast<double>(w.layer_totals().total()) * 1e-12, 19.17, 0.005);
   EXPECT_EQ(w.layer_totals().fprop, w.layer_totals().dgrad);

@@ -27,7 +27,7 @@ inline void expect_shape(const Workload& w, const std::string& layer, const std:
   EXPECT_EQ(g.count, count) << layer << " " << pass;
 }
 
-// All three passes of a linear layer with tokens T, in_features I, out_features O (SPEC section 5).
+// All three passes of a linear layer with tokens T, in_features I, out_features O (docs/spec.md §5).
 inline void expect_linear(const Workload& w, const std::string& layer, int64_t T, int64_t I, int64_t O,
                           int64_t count = 1, const std::string& role = "") {
   expect_shape(w, layer, "fprop", T, I, O, count, role);

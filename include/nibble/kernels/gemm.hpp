@@ -7,7 +7,7 @@
 // returns the ExecutionPath that produced the numbers: what the caller did to the operands
 // (`options.operands`, e.g. MXFP4 re-encoded exactly into E4M3) combined with what the GEMM ran.
 //
-// Pass conventions (SPEC section 5): fprop M = T, K = I, N = O; dgrad M = T, K = O, N = I;
+// Pass conventions (docs/spec.md §5): fprop M = T, K = I, N = O; dgrad M = T, K = O, N = I;
 // wgrad M = I, K = T, N = O. The caller supplies the physically transposed copies the backward
 // passes need (e.g. W^T [I, O] for dgrad), because per-tensor FP8 on Hopper accepts only TN.
 #pragma once

@@ -1,4 +1,4 @@
-// Exact MXFP8 -> BF16 decode of one element, host + device (the GEMM emulation path of SPEC 4).
+// Exact MXFP8 -> BF16 decode of one element, host + device (the GEMM emulation path of docs/spec.md §4).
 // Not in nibble::quant's headers (its decode_to_bf16_unscaled works on whole QuantizedTensors), so it
 // lives here; the CPU side of the tests calls this same function.
 //   bf16 = BF16(decode_e4m3(code) * 2^(scale - 127)); the product of a 4-significant-bit E4M3 value and

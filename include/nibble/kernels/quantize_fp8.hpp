@@ -71,9 +71,10 @@ struct Fp8DelayedState {
 const char* quantize_fp8_delayed(const uint16_t* x, int64_t rows, int64_t cols, quant::ElementFormat format,
                                  const Fp8DelayedState& state, int64_t step, Fp8Copies out,
                                  const quant::SrKey& sr, cudaStream_t stream);
-// After step `step`: s_enc = per_tensor_encode_scale(fmax, max over the finite history entries,
-// margin) (non-finite amaxes count as 0, as in quant::AmaxHistory),
-// s_dec = 1 / s_enc, and the slot step + 1 will use is cleared (it held an amax now out of window).
+// After step `step`: s_enc = per_tensor_encode_scale(fmax, max over the history, margin) and
+// s_dec = 1 / s_enc when that max is finite and > 0; otherwise the previous pair stays (as in
+// quant::AmaxHistory and Transformer Engine). The slot step + 1 will use is cleared (it held an amax
+// now out of window).
 const char* update_fp8_delayed_scale(const Fp8DelayedState& state, int64_t step, quant::ElementFormat format,
                                      int margin, cudaStream_t stream);
 

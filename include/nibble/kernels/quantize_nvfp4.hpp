@@ -1,8 +1,9 @@
-// NVFP4 quantization and exact decode kernels (sm_90), SPEC 2: E2M1 elements in 1x16 blocks (X, dY)
-// or 16x16 blocks (W), UE4M3 block scales, one FP32 global decode scale s = amax / (6 * 448) per copy;
-// the fixed-sign 16-point random Hadamard transform (RHT) on the wgrad operands; stochastic rounding
-// on gradients. The element and scale math is nibble::quant's (nvfp4_global_decode_scale,
-// nvfp4_block_scale_code, nvfp4_encode_element, rotate_block_forward), so every copy equals
+// NVFP4 quantization and exact decode kernels (sm_90), docs/spec.md §2: E2M1 elements in 1x16 blocks (X, dY)
+// or 16x16 blocks (W), UE4M3 block scales, one FP32 global decode scale S_dec = 1 / fl(6 * 448 / amax)
+// per copy (Transformer Engine's NVFP4 recipe); the fixed-sign 16-point random Hadamard transform (RHT,
+// output rounded to BF16) on the wgrad operands; stochastic rounding on gradients. The element and
+// scale math is nibble::quant's (nvfp4_global_encode_scale, nvfp4_block_scale_code,
+// nvfp4_encode_element, rotate_block_forward, nvfp4_rht_output), so every copy equals
 // quant::quantize_nvfp4 of x (row-wise) or of x^T (column-wise) bit for bit.
 //
 // Layouts (as quant::QuantizedTensor): codes [rows, cols/2], two E2M1 per byte, LOW nibble = even

@@ -1,4 +1,4 @@
-// Quartet kernels (SPEC 3, sm_90): the forward quantizer (Hadamard-32 fused with QuEST), the backward
+// Quartet kernels (docs/spec.md §3, sm_90): the forward quantizer (Hadamard-32 fused with QuEST), the backward
 // quantizer (random-sign Hadamard + 3/4-prescaled absmax, nearest or stochastic) and the post-GEMM
 // epilogue (x 16/9, forward trust mask, inverse Hadamard).
 //

@@ -1,4 +1,4 @@
-// Fused Quartet quantizers that write what the Hopper FP8 GEMM consumes directly (SPEC 3 + 4).
+// Fused Quartet quantizers that write what the Hopper FP8 GEMM consumes directly (docs/spec.md §3 and §4).
 //
 // quartet_forward_quantize_e4m3: ONE pass over X (or W) doing Hadamard + QuEST (or absmax) per 1x32
 // group AND the exact E4M3 re-encoding with one FP32 power-of-two scale per row (cuBLASLt

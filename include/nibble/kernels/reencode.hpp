@@ -1,4 +1,4 @@
-// Exact MXFP4 -> E4M3 re-encoding on the GPU (SPEC 4): the operand transform that lets Hopper's FP8
+// Exact MXFP4 -> E4M3 re-encoding on the GPU (docs/spec.md §4): the operand transform that lets Hopper's FP8
 // tensor cores run an MXFP4 GEMM exactly. For each set (a whole row along K, or a 1x128 group) with
 // block exponents k_j and k_max = the largest k_j over blocks holding a non-zero code:
 //   code' = E4M3(decode_e2m1(code) * 2^(k_j - k_max + 6)),   one FP32 set scale 2^(k_max - 6).

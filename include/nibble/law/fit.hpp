@@ -1,4 +1,4 @@
-// Fitting the precision-aware law to training runs (SPEC section 7): the base constants A, alpha, B,
+// Fitting the precision-aware law to training runs (docs/spec.md §7): the base constants A, alpha, B,
 // beta, E, gamma on the base-scheme runs (Huber loss on log loss, many initialisations, best kept),
 // then effN and effD per other scheme with the base constants fixed; bootstrap intervals for all.
 #pragma once

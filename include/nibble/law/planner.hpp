@@ -1,4 +1,4 @@
-// The compute-normalized precision planner of SPEC section 7. Four forward:backward schemes are
+// The compute-normalized precision planner of docs/spec.md §7. Four forward:backward schemes are
 // compared against the FP8:FP8 baseline at equal inference cost (N) and equal training compute
 // (N D): a scheme with forward speedup sp_fw and backward speedup sp_bw (relative to FP8) trains for
 // sp_tr = 1 / (1/(3 sp_fw) + 2/(3 sp_bw)) times the baseline's work and reaches

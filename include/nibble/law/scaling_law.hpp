@@ -1,4 +1,4 @@
-// The precision-aware scaling law of SPEC section 7 (Quartet's form):
+// The precision-aware scaling law of docs/spec.md §7 (Quartet's form):
 //   L(N, D, P_fwd, P_bwd) = (A / (N effN)^alpha + B / (D effD)^beta)^gamma + E
 // N = non-embedding parameters, D = training tokens; effN / effD are the parameter / data efficiencies
 // of the forward / backward precision (1 for the baseline precision).

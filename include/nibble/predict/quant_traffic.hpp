@@ -44,4 +44,11 @@ double tensor_quant_bytes(std::string_view recipe, TensorRole role, int64_t rows
 double pass_quant_bytes(std::string_view recipe, std::string_view pass, bench::Mode mode, const bench::LinearShape& l,
                         const TrafficOptions& options = {});
 
+// The part of pass_quant_bytes that quantizes the weight W and depends on nothing else, so a training step
+// with gradient accumulation runs it once per optimizer step (Transformer Engine caches its FP8 weights over
+// the micro-batches): step mode's fprop, W with both copies (Quartet: W's forward quantizer). 0 for every
+// other pass and mode. Same errors as pass_quant_bytes.
+double pass_weight_quant_bytes(std::string_view recipe, std::string_view pass, bench::Mode mode,
+                               const bench::LinearShape& l, const TrafficOptions& options = {});
+
 }  // namespace nibble::predict

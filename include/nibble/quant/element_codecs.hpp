@@ -57,16 +57,20 @@ NIBBLE_HD constexpr uint8_t quantize_mx_group(const float* x, int n, ElementForm
   return sc;
 }
 
-// nvfp4 element: code = RN_E2M1(x / (decode_ue4m3(block_code) * s_global)) (or stochastic).
-// A zero denominator (block scale code 0) gives code 0; a NaN block scale decodes the block as NaN.
+// nvfp4 element: code = E2M1(fl(x * e)) with e = nvfp4_element_encode_scale(block_code, S_dec),
+// nearest-even satfinite or stochastic (TE's x * block_scale_inverse, then the E2M1 convert). A NaN
+// block scale gives code 0 (the scale carries the NaN).
+NIBBLE_HD constexpr uint8_t nvfp4_encode_element_by_scale(float x, float element_encode_scale, const SrKey& key,
+                                                          uint64_t index) {
+  return encode_element(ElementFormat::e2m1, x * element_encode_scale, key.enabled, sr_bits(key, index));
+}
 NIBBLE_HD constexpr uint8_t nvfp4_encode_element(float x, uint8_t block_code, float global_decode_scale,
                                                  const SrKey& key, uint64_t index) {
-  const float denom = fmt::decode_ue4m3(block_code) * global_decode_scale;
-  if (denom == 0.0f) return 0;
-  return encode_element(ElementFormat::e2m1, x / denom, key.enabled, sr_bits(key, index));
+  if (block_code == fmt::kUE4M3().nan_code) return 0;
+  return nvfp4_encode_element_by_scale(x, nvfp4_element_encode_scale(block_code, global_decode_scale), key, index);
 }
 
-// QuEST (SPEC 3) for one group of n (= 32) values:
+// QuEST (docs/spec.md §3) for one group of n (= 32) values:
 //   mean = (sum in index order) / n; sigma = sqrtf((sum of (g - mean)^2 in index order) / n);
 //   k = floor_log2(0.48707976f * sigma + 1e-8f) clamped to [-127, 127]; s = 2^k;
 //   v = g * 2^-k (== g / s exactly); trusted = |v| < 6; code = RN_E2M1(clamp(v, -6, 6)).
@@ -101,16 +105,6 @@ NIBBLE_HD uint8_t quest_group(const float* g, int n, uint8_t* codes, bool* trust
   return fmt::encode_e8m0_exponent(k);
 }
 
-// Quartet forward "absmax" ablation: the OCP MXFP4 rule, trusted = |x * 2^-k| < 6 (as QuEST).
-NIBBLE_HD uint8_t absmax_forward_group(const float* g, int n, uint8_t* codes, bool* trusted) {
-  const uint8_t sc = quantize_mx_group(g, n, ElementFormat::e2m1, MxScaleRule::ocp, SrKey{}, 0, codes);
-  const float inv = mx_encode_multiplier(sc);
-  for (int i = 0; i < n; ++i) {
-    trusted[i] = sc != fmt::kE8M0Nan && abs_bits(g[i] * inv) < fmt::float_bits(fmt::kE2M1Max);
-  }
-  return sc;
-}
-
 // Quartet backward quantizer for one group (after the random-sign Hadamard):
 //   k = floor_log2(amax) - 2 from the UNSCALED amax (clamped to >= -127); code = E2M1((0.75f * x) * 2^-k)
 // nearest or stochastic. |0.75 x / 2^k| < 0.75 * 8 = 6, so nothing saturates. Decoded values are
@@ -135,7 +129,16 @@ NIBBLE_HD constexpr uint8_t quartet_backward_group(const float* x, int n, const 
   return fmt::encode_e8m0_exponent(k);
 }
 
-// Exact MXFP4 -> E4M3 re-encoding of one element (SPEC 4): E4M3(decode_e2m1(c) * 2^(k_j - k_max + 6)).
+// Quartet forward "absmax" ablation, as upstream (Quartet's Triton quantizer with quest=False,
+// QuTLASS fusedQuantizeMx method="abs_max"): scale 2^(floor(log2 amax) - 2) / 0.75, never clips, no
+// trust mask. Stored exactly like the backward quantizer: codes = E2M1((0.75f * x) * 2^-k), the E8M0
+// of 2^k, the tensor's prescale 0.75 (GEMM outputs times 16/9); every element trusted.
+NIBBLE_HD constexpr uint8_t absmax_forward_group(const float* g, int n, uint8_t* codes, bool* trusted) {
+  for (int i = 0; i < n; ++i) trusted[i] = true;
+  return quartet_backward_group(g, n, SrKey{}, 0, codes);
+}
+
+// Exact MXFP4 -> E4M3 re-encoding of one element (docs/spec.md §4): E4M3(decode_e2m1(c) * 2^(k_j - k_max + 6)).
 // Exact iff k_max - k_j <= 14 (or the code is zero).
 NIBBLE_HD constexpr uint8_t reencode_e2m1_as_e4m3(uint8_t e2m1_code, int k_block, int k_max) {
   const int shift = k_block - k_max + 6;

@@ -7,7 +7,7 @@
 //   snr_db       = -10 log10(rel_mse); +inf when exact.
 //   max_abs_err  = max |x - xq|.
 //   clipped_frac = fraction of elements the quantizer saturated. With a trust mask (quartet
-//                  forward) an element is clipped when its mask bit is 0 (|y / s| >= 6, SPEC 3).
+//                  forward) an element is clipped when its mask bit is 0 (|y / s| >= 6, docs/spec.md §3).
 //                  Otherwise it is clipped when |y| >= (fmax + ulp(fmax)/2) * block_scale *
 //                  tensor_scale: round-to-nearest without the format's range limit would have
 //                  produced a magnitude above fmax (E4M3 464, E5M2 61440, E2M1 7 in scaled units),

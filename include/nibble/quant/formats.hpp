@@ -8,11 +8,14 @@ namespace nibble::quant {
 enum class ElementFormat : uint8_t { bf16, e4m3, e5m2, e2m1 };
 enum class ScaleFormat : uint8_t { none, fp32, e8m0, ue4m3 };
 
-// MX scale exponent rules (SPEC 2): the OCP rule 2^(floor(log2 amax) - emax_elem) can clip values
-// in (fmax, 2^(emax+1)) * X to fmax; the round-up rule 2^ceil(log2(amax / fmax)) never clips.
-enum class MxScaleRule : uint8_t { ocp, round_up };
+// MX scale exponent rules (docs/spec.md 2, docs/recipes.md): ocp = 2^(floor(log2 amax) - emax_elem),
+// which can clip values in (fmax, 2^(emax+1)) * X to fmax; te = Transformer Engine's rule, the E8M0 of
+// the float product amax * fl(1/fmax) rounded up when its significand is non-zero (never clips a
+// normal product). mxfp8 defaults to te, mxfp4 to ocp (quant::default_mx_scale_rule).
+enum class MxScaleRule : uint8_t { ocp, te };
 
-// Quartet's forward quantizer: QuEST (default) or the plain OCP absmax rule (ablation).
+// Quartet's forward quantizer: QuEST (default) or upstream's absmax ablation (scale
+// 2^(floor(log2 amax) - 2) / 0.75, no clipping, no trust mask).
 enum class ForwardQuantizer : uint8_t { quest, absmax };
 
 // Philox streams: one per recipe (or purpose), so no two recipes ever share random bits.

@@ -7,8 +7,13 @@
 // H (scaled) is symmetric and orthonormal, so the inverse of (x * s) H is (y H) * s.
 // Signs: none (all +1); seeded: sign(j) = (random_bits(seed, kSignStream, j) & 1) ? -1 : +1, one
 // vector of length N shared by every block and by both operands of a GEMM; nvfp4_fixed: the fixed
-// 16-point vector kNvfp4RhtSignMask (bit j set -> -1) of nvfp4's random Hadamard transform.
+// 16-point vector kNvfp4RhtSignMask (bit j set -> -1) of nvfp4's random Hadamard transform, which
+// is Transformer Engine's wgrad sign vector [1,1,1,-1,1,-1,-1,-1,-1,-1,-1,1,-1,1,-1,-1] (TE 2.x,
+// get_wgrad_sign_vector; TE's own bitmask of it, get_sign_from_vector, is the same 0xD7E8).
+// nvfp4 then rounds the rotated values to BF16 before quantizing them (nvfp4_rht_output), as TE's
+// BF16 RHT output does.
 #pragma once
+#include "nibble/format/bf16.hpp"
 #include "nibble/format/philox.hpp"
 #include "nibble/quant/formats.hpp"
 
@@ -23,8 +28,8 @@ struct Rotation {
   uint64_t seed = 0;
 };
 
-// nvfp4's fixed 16-point sign vector, bit j set -> sign -1 (8 of 16 negative).
-inline constexpr uint16_t kNvfp4RhtSignMask = 0x3A5Cu;
+// nvfp4's fixed 16-point sign vector, bit j set -> sign -1 (10 of 16 negative).
+inline constexpr uint16_t kNvfp4RhtSignMask = 0xD7E8u;
 
 NIBBLE_HD constexpr bool valid_hadamard_size(int n) { return n == 16 || n == 32 || n == 64 || n == 128; }
 
@@ -53,6 +58,12 @@ NIBBLE_HD constexpr void fwht_normalized(float* v, int n) {
   const float c = hadamard_norm(n);
   for (int j = 0; j < n; ++j) v[j] *= c;
 }
+
+// nvfp4's rotated value: the forward rotation's FP32 result rounded to BF16 (nearest even), TE's
+// RHT output precision. Where the FP32 butterflies are exact (16 BF16 inputs whose exponents span
+// at most 12 binades) this is the correctly rounded BF16 of the exact rotation, as TE's
+// FP32-accumulating BF16 GEMM gives.
+NIBBLE_HD constexpr float nvfp4_rht_output(float rotated) { return fmt::round_bf16(rotated); }
 
 // One block of r.size values: forward (x * s) H.
 NIBBLE_HD constexpr void rotate_block_forward(float* v, const Rotation& r) {

@@ -1,4 +1,4 @@
-// A quantized 2-D tensor as plain data (SPEC 2, layouts in docs/recipes.md).
+// A quantized 2-D tensor as plain data (docs/spec.md §2, layouts in docs/recipes.md).
 //
 // rows x cols, blocks run along cols (the GEMM's inner dimension).
 // codes: row-major; bf16 two bytes per element (little endian), fp8 one byte each, E2M1 two per

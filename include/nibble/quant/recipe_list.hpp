@@ -1,4 +1,4 @@
-// The recipes' names as users type them (SPEC section 2), in the order of quant::Recipe: the one
+// The recipes' names as users type them (docs/spec.md §2), in the order of quant::Recipe: the one
 // list that the quant layer, the predictor, the CLI and the Python module read. Header-only, so
 // layers that do not link the quantizers (predict) can use it.
 #pragma once

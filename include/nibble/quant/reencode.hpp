@@ -1,4 +1,4 @@
-// Exact emulation helpers for Hopper (SPEC 4).
+// Exact emulation helpers for Hopper (docs/spec.md §4).
 //
 // MXFP4 -> E4M3 re-encoding: for each set (a whole row along K, or a 1 x 128 group) with block
 // exponents k_j and k_max = the largest k_j over blocks holding a non-zero code,

@@ -1,6 +1,6 @@
 // The notes of a result as a reader sees them. The engine writes one path note per (recipe, layer),
 // "<recipe> <layer>: <path>", and most layers of a recipe run the same path, so a 4-layer model's
-// notes used to repeat each path four times (and a 32-expert MoE's 34 times). Renderings group the
+// raw notes repeat each path four times (and a 32-expert MoE's 34 times). Renderings group the
 // notes that differ only in the layer into one line, "<recipe> <layer>, <layer>, ...: <path>", in the
 // order of first appearance; every other note passes unchanged. The JSON keeps the raw notes.
 #pragma once

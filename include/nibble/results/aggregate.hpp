@@ -18,7 +18,8 @@ struct PassSums {
 
 // One (recipe, mode): where its time goes and what it buys. Times of the "layer" fields cover one
 // transformer block (rows of once-per-model layers such as lm_head are excluded); model_ms is
-// layer_ms * layers plus the once-per-model rows. Unavailable comparisons are NaN.
+// blocks_ms (layer_ms * layers, or the result's layer plan's mix of this recipe and bf16) plus the
+// once-per-model rows. Unavailable comparisons are NaN.
 struct RecipeSummary {
   std::string recipe;
   Mode mode = Mode::pre_quantized;
@@ -53,6 +54,23 @@ struct RecipeSummary {
   // copy bandwidth: 1 = every quantization kernel at copy speed. NaN without quantization time or a copy
   // bandwidth.
   double quant_vs_copy = kNaN;
+  // Weight quantization of one layer (step mode's fprop): one full quantization of its weights, and the share
+  // of it quant and layer_ms hold, weight_quant_ms / the result's grad_accum (the rest is amortised over the
+  // optimizer step's other micro-batches).
+  double weight_quant_ms = 0;
+  double weight_quant_share_ms = 0;
+  // The model's transformer blocks under the result's layer plan: the blocks it keeps in BF16 at the same
+  // mode's bf16 layer_ms, the others at this recipe's. NaN when blocks are kept and no bf16 ran.
+  double blocks_ms = kNaN;
+  int64_t bf16_blocks = 0;           // of the result's layers, kept in BF16 by the plan
+  // Training throughput of the transformer blocks: tokens per micro-batch / blocks_ms. Embeddings, the LM head
+  // and the optimizer are excluded.
+  double tokens_per_s = kNaN;
+  double model_speedup_vs_bf16 = kNaN;  // same-mode bf16 blocks_ms / this blocks_ms (honours the layer plan)
+  // The result's prediction interval applied (NaN without one): layer_ms, model_ms and tokens_per_s bounds.
+  double layer_ms_low = kNaN, layer_ms_high = kNaN;
+  double model_ms_low = kNaN, model_ms_high = kNaN;
+  double tokens_per_s_low = kNaN, tokens_per_s_high = kNaN;
   // Rows with an error. The sums skip them, so a recipe with failures looks faster than it is:
   // its speedups are left NaN rather than overstated.
   int failed_rows = 0;
@@ -112,7 +130,7 @@ const RecipeSummary* find_summary(const std::vector<RecipeSummary>& summaries,
 std::vector<std::string> recipes_in(const BenchResult& result);
 std::vector<Mode> modes_in(const BenchResult& result);
 
-// SPEC section 7: training speedup from forward and backward speedups,
+// docs/spec.md §7: training speedup from forward and backward speedups,
 // sp_tr = 1 / (1/(3 sp_fw) + 2/(3 sp_bw)).
 double training_speedup(double forward_speedup, double backward_speedup);
 

@@ -14,7 +14,7 @@
 
 namespace nibble::bench {
 
-// How a GEMM was timed (SPEC section 6).
+// How a GEMM was timed (docs/spec.md §6).
 //   pre_quantized: operands quantized outside the timed region; GEMM alone.
 //   step:          autocast, step-faithful attribution (fprop quantizes X and W plus the transposed
 //                  copies backward needs, dgrad quantizes dY, wgrad reuses the copies).
@@ -73,7 +73,7 @@ inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // GEMM occurs in its layer (aggregation multiplies). A failed row (e.g. out of memory) keeps its
 // shape and recipe, sets `error`, and is skipped by aggregation, so one bad shape does not end a run.
 struct Row {
-  // The GEMM (SPEC section 5 convention: C[M,N] = A[M,K] B[K,N]).
+  // The GEMM (docs/spec.md §5 convention: C[M,N] = A[M,K] B[K,N]).
   std::string layer;   // linear layer name from the workload: "qkv", "attn_out", "lm_head", ...
   std::string pass;    // "fprop" | "dgrad" | "wgrad"
   int64_t m = 0, k = 0, n = 0;
@@ -92,6 +92,12 @@ struct Row {
   std::string path;            // one of nibble::bench::path
   std::string predicted_path;  // when path == "predicted": the path the GPU would run; else empty
   double quant_bytes = 0;      // bytes the quantization attributed to this GEMM reads + writes
+  // The weight's share of the quantization above when it runs once per optimizer step rather than once per
+  // micro-batch (step mode's fprop: W and its transposed copy): ONE quantization of the weight, time and bytes.
+  // quant_ms and quant_bytes hold weight_quant_* / grad_accum of it (amortise_weight_quant), the activation
+  // and gradient quantization in full.
+  double weight_quant_ms = 0;
+  double weight_quant_bytes = 0;
   // Floor of an autocast measurement: pre-quantized GEMM time + quant_bytes / copy bandwidth.
   double bound_ms = kNaN;
   std::string error;           // empty when the row succeeded
@@ -113,7 +119,7 @@ struct SequenceTiming {
   Timing timing;            // the whole sequence
 };
 
-// The linear layer (T, I, O) a row's GEMM belongs to, from its pass and shape (SPEC 5: fprop
+// The linear layer (T, I, O) a row's GEMM belongs to, from its pass and shape (docs/spec.md §5: fprop
 // M=T,K=I,N=O; dgrad M=T,K=O,N=I; wgrad M=I,K=T,N=O).
 struct LinearShape {
   int64_t t = 0, i = 0, o = 0;
@@ -143,6 +149,31 @@ struct SweepSummary {
   std::vector<double> speedup_vs_bf16;
 };
 
+// Which transformer blocks keep BF16 whatever the recipe (`nibble bench --keep-bf16 first:K,last:L`), as
+// low-precision pretraining recipes keep the first and last blocks in BF16. The LM head runs BF16 in every
+// recipe already (docs/spec.md section 3); lm_head records that the plan asked for it.
+struct LayerPlan {
+  int64_t bf16_first = 0;
+  int64_t bf16_last = 0;
+  bool bf16_lm_head = false;
+  int64_t bf16_blocks() const { return bf16_first + bf16_last; }
+  bool operator==(const LayerPlan&) const = default;
+};
+// Parses "first:K,last:L[,lm_head]" (keys in any order, each at most once) against a model of `layers` blocks.
+// Throws std::invalid_argument naming `field`, the bad part and the fix.
+LayerPlan parse_layer_plan(std::string_view spec, int64_t layers, std::string_view field = "--keep-bf16");
+std::string to_string(const LayerPlan& plan);  // "first:2,last:2" (empty for no BF16 blocks and no lm_head)
+
+// A multiplicative interval around every predicted time, from how far the model missed public measurements
+// of this architecture (docs/predict.md): time x low .. time x high. NaN when the prediction has none (a
+// measured run, or a GPU the model was calibrated on).
+struct PredictionInterval {
+  double low = kNaN;
+  double high = kNaN;
+  std::string method;  // how low and high were derived, for the reader
+  bool present() const { return low > 0 && high >= low; }
+};
+
 struct BenchResult {
   std::string nibble_version = "0.1.0";
   GpuInfo gpu;
@@ -161,6 +192,10 @@ struct BenchResult {
   ClockRecord clocks;                // the GPU's clocks during a measured run (JSON gpu_info.clocks_during_run)
   int sweeps = 1;                    // sweeps merged into this result (`nibble bench --repeat`)
   std::vector<SweepSummary> sweep_summaries;  // sweeps > 1 only
+  // Micro-batches per optimizer step: step-mode weight quantization is counted once per grad_accum of them.
+  int grad_accum = 1;
+  LayerPlan layer_plan;              // blocks kept in BF16 (aggregation's model totals honour it)
+  PredictionInterval interval;       // predictions for GPUs without a measured calibration
 };
 
 // Layers that occur once per model rather than once per transformer block; used when a file has
@@ -171,6 +206,12 @@ bool is_once_per_model(std::string_view layer);  // "lm_head", "embedding"
 // tflops = flops / total_ms, pct_of_peak = flops / gemm.median_ms against `peak_tflops` (the
 // recipe's dense peak on this GPU; 0 leaves pct_of_peak NaN).
 void finish_row(Row& row, double peak_tflops);
+
+// Counts a row's weight quantization once per `grad_accum` micro-batches: quant_ms and quant_bytes, which
+// hold one full weight quantization (weight_quant_ms, weight_quant_bytes) plus the activation and gradient
+// quantization, keep 1 / grad_accum of the weight's share. Call before finish_row. Throws
+// std::invalid_argument when grad_accum < 1 or the weight share exceeds the row's quantization.
+void amortise_weight_quant(Row& row, int grad_accum);
 
 // bound_ms of every autocast row: the time of its GEMMs on pre-quantized operands + quant_bytes /
 // copy_bandwidth_gbs. Step rows run the pre-quantized rows' GEMMs, so they take the pre-quantized

@@ -1,4 +1,4 @@
-// The GEMMs of one training step (SPEC section 5): M x K x N with C[M,N] = A[M,K] B[K,N],
+// The GEMMs of one training step (docs/spec.md §5): M x K x N with C[M,N] = A[M,K] B[K,N],
 // fprop M=T,K=I,N=O; dgrad M=T,K=O,N=I; wgrad M=I,K=T,N=O; FLOPs = 2MKN.
 #pragma once
 #include <nlohmann/json.hpp>
@@ -25,7 +25,7 @@ struct Gemm {
 };
 
 // Block linear layers are the ones a low-precision recipe quantizes; lm_head and the attention
-// score/value GEMMs stay in higher precision in every recipe of SPEC section 2/3.
+// score/value GEMMs stay in higher precision in every recipe of docs/spec.md §2/§3.
 bool is_block_linear(std::string_view layer);
 
 struct WorkloadOptions {

@@ -15,17 +15,17 @@ __global__ void __launch_bounds__(kUpdateThreads)
     update_fp8_delayed_scale_kernel(float* history, int window, int next_slot, float* scale, float* scale_inv,
                                     float fmax, int margin) {
   uint32_t m = 0;
-  for (int i = threadIdx.x; i < window; i += kUpdateThreads) {
-    // Non-finite amaxes count as 0 (as in quant::AmaxHistory): one NaN step must not
-    // poison the next `window` scales.
-    const uint32_t b = quant::abs_bits(history[i]);
-    if (b < 0x7f800000u) m = quant::amax_combine_bits(m, b);
-  }
-  m = block::max_in_thread0<kUpdateThreads>(m);  // amax_combine_bits is the unsigned maximum
+  for (int i = threadIdx.x; i < window; i += kUpdateThreads) m = quant::amax_combine_bits(m, quant::abs_bits(history[i]));
+  m = block::max_in_thread0<kUpdateThreads>(m);  // amax_combine_bits is the unsigned maximum (NaN above inf)
   if (threadIdx.x == 0) {
-    const float s = quant::per_tensor_encode_scale(fmax, quant::amax_from_bits(m), margin);
-    *scale = s;
-    *scale_inv = quant::per_tensor_decode_scale(s);
+    // As quant::AmaxHistory and Transformer Engine: a zero or non-finite history max keeps the
+    // previous scale pair.
+    const float hist_max = quant::amax_from_bits(m);
+    if (hist_max > 0.0f && quant::is_finite(hist_max)) {
+      const float s = quant::per_tensor_encode_scale(fmax, hist_max, margin);
+      *scale = s;
+      *scale_inv = quant::per_tensor_decode_scale(s);
+    }
     // Everyone has read the window (the reduction waited for every warp), so the slot step + 1 records
     // into can go.
     history[next_slot] = 0.0f;

@@ -1,4 +1,4 @@
-// Exact NVFP4 -> BF16 decode for the BF16-emulated NVFP4 GEMM (SPEC 4): one thread per 1x16 group,
+// Exact NVFP4 -> BF16 decode for the BF16-emulated NVFP4 GEMM (docs/spec.md §4): one thread per 1x16 group,
 // an 8-byte code load, one UE4M3 scale byte, two 16-byte BF16 stores. The global scale stays out
 // (see quantize_nvfp4.hpp: the product of two E2M1/UE4M3 values is exact in BF16, times an FP32
 // global scale it is not).

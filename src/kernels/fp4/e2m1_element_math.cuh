@@ -44,7 +44,7 @@ NIBBLE_HD uint8_t encode_e2m1_fadd(float x) {
 
 // == fmt::encode_e2m1_sr(x, r) for every float x and r, without the generic encoder's 64-bit
 // significand arithmetic and without a branch on the value (the elements of a warp straddle 1.0, so
-// the two-case form ran both cases). With b = bits(|x|), E = b >> 23 and sig = the 24-bit
+// a two-case form runs both cases). With b = bits(|x|), E = b >> 23 and sig = the 24-bit
 // significand, y = sig * 2^(min(E, 127) - 117) = (sig << 10) >> (127 - min(E, 127)) (truncated) is
 // |x| / step as a fixed-point number with 32 fraction bits, where step = 0.5 below 2 and
 // 2^(E-127-1) above: the round-down code is its integer part plus 2 (E - 127) for E >= 127 (the

@@ -3,10 +3,10 @@
 // shared memory (as float) and writes the row-wise and the column-wise MXFP4 copies with every warp
 // store covering whole 32-byte sectors. What happens to each 32-group (rotation, scale rule,
 // rounding) is the `Groups` policy: apply(v, index0, codes, scales) quantizes the 32 values v of
-// output element index0 (uint64_t, a multiple of 32) and stores them. The Quartet backward's earlier
-// 32 x 256 tile (removed) gave each lane of a store a different output row, so every 16-byte code
-// store and every scale byte is its own L2 sector: ncu on the H200 found that kernel L2-bound
-// (72.6% L2 vs 25% DRAM throughput). Here:
+// output element index0 (uint64_t, a multiple of 32) and stores them. A tile that gives each lane of
+// a store a different output row (such as a 32 x 256 tile) makes every 16-byte code store and every
+// scale byte its own L2 sector: ncu on the H200 finds such a kernel L2-bound (72.6% L2 vs 25% DRAM
+// throughput). Here:
 //  - row-wise: lane (row = lane / 4, group = lane % 4): 4 lanes write one row's 64 contiguous code
 //    bytes (two full sectors) and its 4 scale bytes;
 //  - column-wise: lane (column = lane / 2, 32-row half = lane % 2): 2 lanes write one transposed
@@ -22,7 +22,6 @@
 
 #include <cstdint>
 
-#include "common/env_knobs.hpp"
 #include "fp4/fp4_kernel_io.cuh"
 #include "fp4/quartet_fused_group_math.cuh"
 #include "nibble/kernels/quartet.hpp"
@@ -478,17 +477,13 @@ inline dim3 grid(int64_t rows, int64_t cols) {
 }
 
 // CTAs per SM the launch asks the compiler to fit (the register cap follows: 64 at 4, 48 at 5).
-// The tile is issue-bound (ncu on the H200, 2026-12-04: 79-80% issue-slot use at 4 and at 5 CTAs),
-// so more resident warps gain little: at 5 the Quartet backward tile ran 2.0-2.4% faster, the MXFP4
-// one 0.5-2% slower (docs/perf/2026-12-04-h200-session16.md), and 2-3% faster once its encoder ran on
-// BF16 pairs (session 18). Groups::kNearestCtas is each policy's
-// choice for nearest rounding; 5 applies only where 48 registers do not spill (ptxas -v: BF16 and
-// MXFP4 input, Loader::kFitsFiveCtas); stochastic kernels (Philox state) always take 4.
-// NIBBLE_ROWCOL_MIN_BLOCKS=4 or 5 overrides the policies' choice (the A/B knob).
-inline int min_blocks_knob() {
-  static const int n = knobs::integer("NIBBLE_ROWCOL_MIN_BLOCKS", 0);
-  return n;
-}
+// The tile is issue-bound (ncu on the H200: 79-80% issue-slot use at 4 and at 5 CTAs), so more resident
+// warps gain little: at 5 the Quartet backward tile runs 2.0-2.4% faster and the MXFP4 tile with its
+// BF16-pair encoder 2-3% faster (with the FP32 encoder, 0.5-2% slower). Groups::kNearestCtas is each
+// policy's choice for nearest rounding; 5 applies only where 48 registers do not spill (ptxas -v: BF16
+// and MXFP4 input, Loader::kFitsFiveCtas); stochastic kernels (Philox state) always take 4.
+template <class Groups, class Loader>
+constexpr int kMinCtasPerSm = !Groups::kStochastic && Loader::kFitsFiveCtas && Groups::kNearestCtas == 5 ? 5 : 4;
 
 // Launches the tile kernel for a group policy and a loader (kernel_bf16 for the BF16 tile, which alone
 // writes tiled scales: `tiled`, and then both copies' planes are tiled).
@@ -496,34 +491,18 @@ template <class Groups, class Loader>
 void launch(const Loader& load, int64_t rows, int64_t cols, const Groups& groups, Mxfp4Planes rowwise,
             Mxfp4Planes colwise, cudaStream_t stream, bool tiled = false) {
   const dim3 g = grid(rows, cols);
+  constexpr int kCtas = kMinCtasPerSm<Groups, Loader>;
   if constexpr (Loader::kBf16Tile) {
     static_assert(!Groups::kStochastic, "the BF16 tile serves nearest-rounding BF16-pair policies");
-    const bool four = min_blocks_knob() == 4 || (min_blocks_knob() != 5 && Groups::kNearestCtas == 4);
     if (tiled) {
-      if (four) {
-        kernel_bf16<Groups, Loader, 4, true><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
-      } else {
-        kernel_bf16<Groups, Loader, 5, true><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
-      }
-    } else if (four) {
-      kernel_bf16<Groups, Loader, 4, false><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
+      kernel_bf16<Groups, Loader, kCtas, true><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
     } else {
-      kernel_bf16<Groups, Loader, 5, false><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
+      kernel_bf16<Groups, Loader, kCtas, false><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
     }
-    NIBBLE_CHECK_LAUNCH();
-    return;
   } else {
-    if constexpr (!Groups::kStochastic && Loader::kFitsFiveCtas) {
-      const int knob = min_blocks_knob();
-      if (knob == 5 || (knob != 4 && Groups::kNearestCtas == 5)) {
-        kernel<Groups, Loader, 5><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
-        NIBBLE_CHECK_LAUNCH();
-        return;
-      }
-    }
-    kernel<Groups, Loader, 4><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
-    NIBBLE_CHECK_LAUNCH();
+    kernel<Groups, Loader, kCtas><<<g, kThreads, 0, stream>>>(load, rows, cols, groups, rowwise, colwise);
   }
+  NIBBLE_CHECK_LAUNCH();
 }
 
 }  // namespace nibble::cuda::rowcol

@@ -1,5 +1,5 @@
 // Device pieces shared by the two kernels that write MXFP4 blocks as E4M3 against a row's (or a
-// 1x128 group's) largest block exponent k_max (SPEC 4): the stand-alone re-encoder
+// 1x128 group's) largest block exponent k_max (docs/spec.md §4): the stand-alone re-encoder
 // (reencode_mxfp4_e4m3.cu) and the fused Quartet forward (quartet_fused_forward.cu). Both run one CTA
 // per row, up to kMaxPer blocks per thread in registers.
 #pragma once

@@ -25,19 +25,16 @@ struct Copy {
 struct Params {
   int64_t rows = 0, cols = 0;
   int block_rows = 1;
-  quant::SrKey key;  // the reference path's
-  fp4::SrDraw draw;  // the fast path's: the same generator with host-computed round keys
+  quant::SrKey key;  // enabled: the stochastic kernel runs
+  fp4::SrDraw draw;  // its generator, with host-computed round keys
   Copy row, col;
-  // The encode pass walks the tiles in reverse launch order: its first CTAs re-read the tiles the amax
-  // pass read last, while they are still in L2 (quantize_nvfp4's NIBBLE_NVFP4_ORDER knob).
-  bool reverse_tiles = false;
 };
 
 // A thread's 16 x 8 chunk of x, staged in shared memory as 32-bit words, word-major over the CTA's
 // threads: word q of chunk row i of thread t sits at stage[(i * kWords + q) * kThreads + t], so every
 // warp access (one i, q for all lanes) reads 32 consecutive words, free of bank conflicts for row
 // reads and column reads alike. A thread reads back only what it wrote: no barrier. Staging keeps the
-// per-row and per-column loops rolled (a fully unrolled register version was 10-25 K instructions,
+// per-row and per-column loops rolled (a fully unrolled register version is 10-25 K instructions,
 // beyond the instruction cache, and slower).
 template <class In>
 struct Chunk {
@@ -84,8 +81,8 @@ struct Chunk {
 };
 
 // The same 16 x 8 BF16 chunk held in registers (16 x 4 words), for the amax pass: it reads each word
-// once, so staging it through shared memory only added traffic (ncu, session 16: the staged amax pass
-// at 58% issue use with the L1/shared pipe 81% busy). Loops over it unroll fully (kUnroll), so every
+// once, so staging it through shared memory only adds traffic (ncu: a staged amax pass runs at 58%
+// issue use with the L1/shared pipe 81% busy). Loops over it unroll fully (kUnroll), so every
 // word index is a compile-time constant and the words stay in registers.
 struct RegChunk {
   using Elem = uint16_t;
@@ -112,7 +109,7 @@ struct RegChunk {
 };
 
 // Columns 2q and 2q + 1 of the chunk (two 1x16 groups of x^T; BF16: one word per row holds both),
-// unnormalised-rotated when the copy asks for it.
+// rotated (with the reference's BF16 output) when the copy asks for it.
 template <class C>
 __device__ __forceinline__ void column_pair(const C& c, int q, bool rht, float* w0, float* w1) {
   using In = typename C::Elem;
@@ -130,6 +127,8 @@ __device__ __forceinline__ void column_pair(const C& c, int q, bool rht, float* 
   if (rht) {
     rotate16_unnormalised(w0);
     rotate16_unnormalised(w1);
+    rht_outputs<kChunkRows>(w0);
+    rht_outputs<kChunkRows>(w1);
   }
 }
 // Row i of the chunk (half of a row-wise 1x16 group), rotated when the copy asks for it. All lanes call.
@@ -137,7 +136,10 @@ template <class C>
 __device__ __forceinline__ void row_half(const C& c, int i, bool rht, int half, float* v) {
 #pragma unroll
   for (int k = 0; k < kChunkCols; ++k) v[k] = c.at(i, k);
-  if (rht) rotate16_split_unnormalised(v, half);
+  if (rht) {
+    rotate16_split_unnormalised(v, half);
+    rht_outputs<kChunkCols>(v);
+  }
 }
 __device__ __forceinline__ uint32_t pair_max(uint32_t a) { return max(a, __shfl_xor_sync(0xffffffffu, a, kPartner)); }
 
@@ -155,7 +157,7 @@ __device__ __forceinline__ uint32_t column_amax(const C& c, bool rht) {
       m = fp4::max_nan(m, fp4::max_nan(max_abs<kChunkRows>(w0), max_abs<kChunkRows>(w1)));
     }
   }
-  return quant::abs_bits(__fmul_rn(m, rht ? kRhtNorm : 1.0f));
+  return quant::abs_bits(rht ? rht_output(m) : m);
 }
 template <class C>
 __device__ __forceinline__ uint32_t row_amax(const C& c, bool rht, int half) {
@@ -173,14 +175,17 @@ __device__ __forceinline__ uint32_t row_amax(const C& c, bool rht, int half) {
       return max(m >> 16, m & 0xffffu) << 16;  // == bf16x2::both_amax_bits(m); this form keeps the tested SASS
     }
   }
+  // The unnormalised maximum, then one rht_output (monotone, see rht_output).
   float m = 0.0f;
 #pragma unroll C::kUnroll
   for (int i = 0; i < kChunkRows; ++i) {
     float v[kChunkCols];
-    row_half(c, i, rht, half, v);
+#pragma unroll
+    for (int k = 0; k < kChunkCols; ++k) v[k] = c.at(i, k);
+    if (rht) rotate16_split_unnormalised(v, half);
     m = fp4::max_nan(m, max_abs<kChunkCols>(v));
   }
-  return quant::abs_bits(__fmul_rn(m, rht ? kRhtNorm : 1.0f));
+  return quant::abs_bits(rht ? rht_output(m) : m);
 }
 
 template <class In>

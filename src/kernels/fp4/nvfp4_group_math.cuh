@@ -1,7 +1,7 @@
-// NVFP4 group math of the CUDA quantizer (src/kernels/fp4/quantize_nvfp4.cu): the RHT-16 butterflies without
-// their 1/4, group maxima, the per-copy scales and the UE4M3 decode-table entries, the block scale code
-// and the E2M1 codes of one block, each bit-identical to the CPU reference (quant::nvfp4_block_scale_code,
-// quant::nvfp4_encode_element), with the reference expressions out of line for rare groups.
+// NVFP4 group math of the CUDA quantizer (src/kernels/fp4/quantize_nvfp4.cu): the RHT-16 butterflies and
+// their BF16 output, group maxima, the per-copy scales, the per-code element encode scales, the block
+// scale code and the E2M1 codes of one block, each bit-identical to the CPU reference
+// (quant::nvfp4_rht_output, quant::nvfp4_block_scale_code, quant::nvfp4_encode_element).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -17,10 +17,8 @@ namespace nibble::cuda::nvfp4 {
 
 constexpr int kPartner = 4;  // lane ^ 4 holds the other half of a row-wise 16-group
 
-// max |f v[j]| over N values as amax bits (quant::amax_combine_bits of abs_bits: NaN anywhere ->
+// max |v[j]| over N values as amax bits (quant::amax_combine_bits of abs_bits: NaN anywhere ->
 // bits above inf's; max.NaN gives the canonical NaN, whose magnitude bits are above inf's too).
-// f = the group's pending normalisation (1, or 1/4 after unnormalised butterflies): RN(f y) is
-// monotone in |y|, so the max of the products is the product of the max, one multiply per group.
 template <int N>
 __device__ __forceinline__ float max_abs(const float* v) {
   float m = fabsf(v[0]);
@@ -29,8 +27,8 @@ __device__ __forceinline__ float max_abs(const float* v) {
   return m;
 }
 template <int N>
-__device__ __forceinline__ uint32_t amax_bits_of(const float* v, float f) {
-  return quant::abs_bits(__fmul_rn(max_abs<N>(v), f));
+__device__ __forceinline__ uint32_t amax_bits_of(const float* v) {
+  return quant::abs_bits(max_abs<N>(v));
 }
 
 // One butterfly stage of stride H over N values (a + b, a - b), indices compile-time.
@@ -48,12 +46,13 @@ __device__ __forceinline__ void butterflies(float* v) {
 }
 
 // quant::rotate_block_forward(v, {16, nvfp4_fixed}) WITHOUT its final multiply by 1/4: the signs
-// (exact negations) and the butterflies of the reference, in its order. The callers fold the 1/4
-// into what follows (kRhtNorm): the amax (max_abs above) and the division by the block scale, where
-// RN(RN(y / 4) / d) == RN(y / (4 d)) whenever y / 4 is exact, and otherwise |y / 4| < 2^-126 and
-// the code is 0 (or the sign-only -0) either way (d >= 2^-62 on that path).
+// (exact negations) and the butterflies of the reference, in its order. rht_output then applies the
+// reference's multiply by 1/4 and its rounding to BF16 (quant::nvfp4_rht_output). Both are monotone
+// in |y| and odd, so the amax of a rotated group is rht_output of the unnormalised maximum: one
+// multiply and one rounding per group (rotated_max_abs16).
 constexpr float kRhtNorm = quant::hadamard_norm(16);  // 1/4, exact
 static_assert(kRhtNorm == 0.25f, "RHT-16 normalisation is a power of two");
+__device__ __forceinline__ float rht_output(float y) { return quant::nvfp4_rht_output(__fmul_rn(y, kRhtNorm)); }
 __device__ __forceinline__ void rotate16_first_stages(float* v) {  // signs, strides 1, 2, 4
 #pragma unroll
   for (int j = 0; j < 16; ++j) v[j] = ((quant::kNvfp4RhtSignMask >> j) & 1u) ? -v[j] : v[j];
@@ -96,90 +95,65 @@ __device__ __forceinline__ void rotate16_split_unnormalised(float* v, int half) 
     v[j] = half == 0 ? __fadd_rn(v[j], o) : __fsub_rn(o, v[j]);
   }
 }
+// The rotated values (rht_output) of an unnormalised rotation, in place.
+template <int N>
+__device__ __forceinline__ void rht_outputs(float* v) {
+#pragma unroll
+  for (int j = 0; j < N; ++j) v[j] = rht_output(v[j]);
+}
 
-// Per-copy constants: the global decode scale s, RN(1 / s) when the reciprocal scale quotient is
-// exact for it (else 0), and the table of block decode scales d = decode_ue4m3(code) * s with
-// RN(1 / d) (0 where d is outside div_rn_by_recip's range: the element falls back).
+// Per-copy constants: the global encode scale S_enc, the decode scale S_dec = 1 / S_enc (the copy's
+// tensor_scale) and the block scale multiplier S_enc * fl(1/6), from the copy's amax.
 struct CopyScale {
-  float s = 1.0f, rs = 0.0f;
-  float f = 1.0f;  // the pending normalisation of the copy's values: kRhtNorm when rotated, else 1
+  float enc = 1.0f, dec = 1.0f, mult = quant::nvfp4_block_scale_multiplier(1.0f);
 };
-__device__ __forceinline__ CopyScale copy_scale(const uint32_t* amax_bits, bool rht) {
+__device__ __forceinline__ CopyScale copy_scale(const uint32_t* amax_bits) {
   CopyScale c;
-  c.s = quant::nvfp4_global_decode_scale(quant::amax_from_bits(*amax_bits));
-  c.f = rht ? kRhtNorm : 1.0f;
-  c.rs = (c.s >= kRecipDivMin && c.s <= kRecipDivMax) ? __frcp_rn(c.s) : 0.0f;
+  c.enc = quant::nvfp4_global_encode_scale(quant::amax_from_bits(*amax_bits));
+  c.dec = quant::nvfp4_global_decode_scale_of(c.enc);
+  c.mult = quant::nvfp4_block_scale_multiplier(c.enc);
   return c;
 }
-// Entry: the divisor of the copy's (unnormalised) values, d / f (exact: f is 1 or 1/4), and its
-// reciprocal when div_rn_by_recip is exact for it.
-__device__ __forceinline__ float2 decode_entry(int code, const CopyScale& c) {
-  const float d = (fmt::decode_ue4m3(static_cast<uint8_t>(code)) * c.s) / c.f;
-  return make_float2(d, (d >= kRecipDivMin && d <= kRecipDivMax) ? __frcp_rn(d) : 0.0f);
+// Table entry of UE4M3 code `code`: the element encode scale of its blocks (the NaN code's entry is
+// never used: encode_block writes zero codes for it).
+__device__ __forceinline__ float encode_scale_entry(int code, const CopyScale& c) {
+  return quant::nvfp4_element_encode_scale(static_cast<uint8_t>(code), c.dec);
 }
 
-// The reference expressions, out of line: the kernels call them only for rare groups, and inlining
-// the generic encoders at each of a thread's 24 groups would multiply the code size.
-__device__ __noinline__ uint8_t block_code_reference(float amax, float s) { return quant::nvfp4_block_scale_code(amax, s); }
-struct Eight {
-  float v[8];
-};
-__device__ __noinline__ uint32_t encode8_reference(Eight e, uint8_t sc, float s, quant::SrKey key, uint64_t first) {
-  uint32_t w = 0;
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    w |= static_cast<uint32_t>(quant::nvfp4_encode_element(e.v[j], sc, s, key, first + static_cast<uint64_t>(j)) & 0xF) << (4 * j);
-  }
-  return w;
-}
-
-// quant::nvfp4_block_scale_code(amax_from_bits(bits), s).
+// quant::nvfp4_block_scale_code(amax_from_bits(bits), S_enc): the product by the hardware E4M3
+// converter, which equals fmt::encode_ue4m3 on every non-negative float (satfinite, NaN -> 0x7F by
+// fp8x2_rn_hw's fix-up).
 __device__ __forceinline__ uint8_t block_code(uint32_t bits, const CopyScale& c) {
-  const float amax = quant::amax_from_bits(bits);
-  if (c.rs != 0.0f && amax >= kScaleQuotientAmaxMin && bits < 0x7f800000u) {
-    const float y = nvfp4_scale_quotient_by_recip(amax, c.s, c.rs);
-    if (y < kScaleQuotientMax) return static_cast<uint8_t>(fp8x2_rn_hw<quant::ElementFormat::e4m3>(y, 0.0f) & 0xFFu);
-  }
-  return block_code_reference(amax, c.s);
+  const float y = __fmul_rn(quant::amax_from_bits(bits), c.mult);
+  return static_cast<uint8_t>(fp8x2_rn_hw<quant::ElementFormat::e4m3>(y, 0.0f) & 0xFFu);
 }
 
-// N codes (N = 8 or 16) of one block with code sc, packed (low nibble = element 0) into N / 8 words:
-// quant::nvfp4_encode_element(v[j], sc, s, key, first + j) for each j (first % 4 == 0).
+// N codes (N = 8 or 16) of one block with code sc and element encode scale e, packed (low nibble =
+// element 0) into N / 8 words: quant::nvfp4_encode_element(v[j], sc, S_dec, key, first + j) for each j
+// (first % 4 == 0). w = fl(v e) is never NaN outside a NaN block (v finite or +-inf, 0 < e <= FLT_MAX);
+// both fast encoders equal fmt's on every such float (e2m1_element_math.cuh).
 template <int N, bool kSr>
-__device__ __forceinline__ void encode_block(const float* v, uint8_t sc, float2 dr, const CopyScale& cs,
-                                             const quant::SrKey& key, const fp4::SrDraw& draw, uint64_t first,
-                                             uint32_t* out) {
-  const float d = dr.x, r = dr.y;
-  if (r != 0.0f) {
-    // RN(v / d); |v / d| >= 8 (or a NaN from an overflowing v r) saturates to code 7 in both encoders.
-    if constexpr (kSr) {
+__device__ __forceinline__ void encode_block(const float* v, uint8_t sc, float e, const fp4::SrDraw& draw,
+                                             uint64_t first, uint32_t* out) {
 #pragma unroll
-      for (int j = 0; j < N / 8; ++j) out[j] = 0;
-      fp4::for_each_random_word<N>(draw, first, [&](int j, uint32_t bits) {
-        const uint32_t m = fp4::encode_e2m1_sr_fast(fabsf(div_rn_by_recip(v[j], d, r)), bits);
-        out[j / 8] |= (((fmt::float_bits(v[j]) >> 28) & 0x8u) | m) << (4 * (j % 8));
-      });
-    } else {
-      const fp4::E2m1Magic mg = fp4::e2m1_magic(0);
-      uint32_t mb[N], sb[N];
-#pragma unroll
-      for (int j = 0; j < N; ++j) {
-        mb[j] = fp4::e2m1_magic_bits_sat(div_rn_by_recip(v[j], d, r), mg);  // fminf(NaN, 6) = 6
-        sb[j] = fmt::float_bits(v[j]);
-      }
-#pragma unroll
-      for (int j = 0; j < N / 8; ++j) out[j] = fp4::pack8_codes_signs(mb + 8 * j, sb + 8 * j);
-    }
+  for (int j = 0; j < N / 8; ++j) out[j] = 0;
+  if (sc == fmt::kUE4M3().nan_code) return;  // the scale carries the NaN
+  if constexpr (kSr) {
+    fp4::for_each_random_word<N>(draw, first, [&](int j, uint32_t bits) {
+      const float w = __fmul_rn(v[j], e);
+      out[j / 8] |= fp4::encode_e2m1_sr_fast(w, bits) << (4 * (j % 8));
+    });
   } else {
-    quant::SrKey k = key;
-    if constexpr (!kSr) k.enabled = false;  // the nearest kernel carries no generator
+    const fp4::E2m1Magic mg = fp4::e2m1_magic(0);
+    uint32_t mb[N], sb[N];
 #pragma unroll
-    for (int h = 0; h < N / 8; ++h) {
-      Eight e;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) e.v[j] = __fmul_rn(v[8 * h + j], cs.f);  // the reference's values
-      out[h] = encode8_reference(e, sc, cs.s, k, first + static_cast<uint64_t>(8 * h));
+    for (int j = 0; j < N; ++j) {
+      const float w = __fmul_rn(v[j], e);
+      mb[j] = fp4::e2m1_magic_bits_sat(w, mg);
+      sb[j] = fmt::float_bits(w);
     }
+#pragma unroll
+    for (int j = 0; j < N / 8; ++j) out[j] = fp4::pack8_codes_signs(mb + 8 * j, sb + 8 * j);
   }
 }
 

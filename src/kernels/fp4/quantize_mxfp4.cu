@@ -1,15 +1,13 @@
-// MXFP4 quantizer (1x32, E8M0 scales, OCP or round-up rule, optional stochastic rounding) and the
+// MXFP4 quantizer (1x32, E8M0 scales, OCP or TE rule, optional stochastic rounding) and the
 // exact MXFP4 -> BF16 decode of the emulated GEMM. One thread per 32-group: four 16-byte loads in
 // flight, fp4::mx_group_packed in registers (quant::quantize_mx_group's expressions with the one-add
 // E2M1 encoder and one Philox block per 4 elements: e2m1_element_math.cuh), one 16-byte
 // store of packed codes. The row + column variant runs the same group math in the 64x128 tile of
 // fp4_rowcol_tile.cuh.
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <utility>
 
-#include "common/env_knobs.hpp"
 #include "fp4/fp4_kernel_io.cuh"
 #include "fp4/fp4_rowcol_tile.cuh"
 #include "fp4/quartet_fused_group_math.cuh"
@@ -53,8 +51,8 @@ void launch_quantize(const In* x, int64_t groups, quant::MxScaleRule rule, const
 template <bool kStochastic_, bool kBf16>
 struct MxGroups {
   static constexpr bool kStochastic = kStochastic_;
-  // rowcol::launch: with the BF16-pair encoder 5 CTAs ran 2-3% faster than 4 on the H200 (session 18,
-  // run 3; with the FP32 encoder 5 had been 0.5-2% slower). FP32 input stays at 4 (Loader::kFitsFiveCtas).
+  // rowcol::launch: with the BF16-pair encoder 5 CTAs run 2-3% faster than 4 on the H200 (with the FP32
+  // encoder 5 is 0.5-2% slower). FP32 input stays at 4 (Loader::kFitsFiveCtas).
   static constexpr int kNearestCtas = kBf16 ? 5 : 4;
   static_assert(kNearestCtas == 4 || kNearestCtas == 5, "rowcol::launch instantiates 4 and 5 CTAs per SM");
   quant::MxScaleRule rule;
@@ -77,24 +75,27 @@ struct MxGroups {
   }
 };
 
-// Which tile the row + column quantizer of BF16 input with nearest rounding uses: the BF16 tile (the
-// default since session 22: bit-exact in every GPU test; ~10% fewer instructions, which pays where the
-// kernel is issue-bound, as on the H200; on an H100 it timed within -1.0% to +1.2% of the float tile,
-// docs/perf/2026-12-05-h100-session22.md) or the float tile the other cases use (NIBBLE_MXFP4_TILE=float).
-constexpr bool kBf16TileDefault = true;
-bool bf16_tile() {
-  static const bool on = knobs::is("NIBBLE_MXFP4_TILE", "bf16", kBf16TileDefault);
-  return on;
+// The row + column quantizer's tile: BF16 input with nearest rounding takes the BF16 tile (about 10% fewer
+// instructions, which pays where the kernel is issue-bound, as on the H200; on an H100 within -1.0% to
+// +1.2% of the float tile); stochastic rounding and FP32 input take the float tile.
+void launch_rowcol_bf16(const uint16_t* x, int64_t rows, int64_t cols, quant::MxScaleRule rule, const quant::SrKey& sr,
+                        Mxfp4Planes rowwise, Mxfp4Planes colwise, bool tiled, cudaStream_t stream) {
+  if (sr.enabled) {
+    rowcol::launch(rowcol::DenseLoader<uint16_t>{x, cols}, rows, cols, MxGroups<true, true>{rule, sr}, rowwise, colwise,
+                   stream);
+  } else {
+    rowcol::launch(rowcol::Bf16TileLoader{{x, cols}}, rows, cols, MxGroups<false, true>{rule, sr}, rowwise, colwise,
+                   stream, tiled);
+  }
 }
 
-template <class In>
-void launch_rowcol(const rowcol::DenseLoader<In>& load, int64_t rows, int64_t cols, quant::MxScaleRule rule,
-                   const quant::SrKey& sr, Mxfp4Planes rowwise, Mxfp4Planes colwise, cudaStream_t stream) {
-  constexpr bool kBf16 = sizeof(In) == 2;
+void launch_rowcol_f32(const float* x, int64_t rows, int64_t cols, quant::MxScaleRule rule, const quant::SrKey& sr,
+                       Mxfp4Planes rowwise, Mxfp4Planes colwise, cudaStream_t stream) {
+  const rowcol::DenseLoader<float> load{x, cols};
   if (sr.enabled) {
-    rowcol::launch(load, rows, cols, MxGroups<true, kBf16>{rule, sr}, rowwise, colwise, stream);
+    rowcol::launch(load, rows, cols, MxGroups<true, false>{rule, sr}, rowwise, colwise, stream);
   } else {
-    rowcol::launch(load, rows, cols, MxGroups<false, kBf16>{rule, sr}, rowwise, colwise, stream);
+    rowcol::launch(load, rows, cols, MxGroups<false, false>{rule, sr}, rowwise, colwise, stream);
   }
 }
 
@@ -143,7 +144,7 @@ const char* quantize_mxfp4(const void* x, Fp4DenseType type, int64_t rows, int64
   }
   NIBBLE_CHECK_LAUNCH();
   return rule == quant::MxScaleRule::ocp ? "cuda quantize_mxfp4 ocp scale, thread per 1x32 group"
-                                         : "cuda quantize_mxfp4 round-up scale, thread per 1x32 group";
+                                         : "cuda quantize_mxfp4 te scale, thread per 1x32 group";
 }
 
 namespace {
@@ -160,7 +161,7 @@ bool check_tiled_request(const char* fn, const Mxfp4Planes& rowwise, const Mxfp4
   const bool tiled = row_tiled || col_tiled;
   if (tiled && !bf16_tile) {
     throw std::invalid_argument(std::string(fn) + ": tiled128x4 scales are written only from BF16 input with nearest "
-                                "rounding (the BF16 tile; NIBBLE_MXFP4_TILE=float turns it off); pass grid planes");
+                                "rounding (the BF16 tile); pass grid planes");
   }
   return tiled;
 }
@@ -176,7 +177,7 @@ const char* quantize_mxfp4_rowcol(const void* x, Fp4DenseType type, int64_t rows
   fp4::check_not_null(fn, "x", x);
   fp4::check_aligned(fn, "x", x);
   fp4::check_rowcol_planes<true>(fn, rowwise, colwise);
-  const bool tile16 = type == Fp4DenseType::bf16 && !sr.enabled && bf16_tile();
+  const bool tile16 = type == Fp4DenseType::bf16 && !sr.enabled;
   const bool tiled = check_tiled_request(fn, rowwise, colwise, tile16);
   if (tiled && rows % 128 != 0 && rows % 128 <= 64) {
     // The last 128-row scale tile's second half (and, column-wise, its scale columns 2-3) belongs to no
@@ -188,28 +189,22 @@ const char* quantize_mxfp4_rowcol(const void* x, Fp4DenseType type, int64_t rows
       NIBBLE_CUDA_CHECK(cudaMemsetAsync(colwise.scales, 0, scale_layout::tiled_count(cols, rows, 32), stream));
     }
   }
-  if (tile16) {
-    const auto* p = static_cast<const uint16_t*>(x);
-    rowcol::launch(rowcol::Bf16TileLoader{{p, cols}}, rows, cols, MxGroups<false, true>{rule, sr}, rowwise, colwise,
-                   stream, tiled);
-  } else if (type == Fp4DenseType::bf16) {
-    const auto* p = static_cast<const uint16_t*>(x);
-    launch_rowcol(rowcol::DenseLoader<uint16_t>{p, cols}, rows, cols, rule, sr, rowwise, colwise, stream);
+  if (type == Fp4DenseType::bf16) {
+    launch_rowcol_bf16(static_cast<const uint16_t*>(x), rows, cols, rule, sr, rowwise, colwise, tiled, stream);
   } else {
-    const auto* p = static_cast<const float*>(x);
-    launch_rowcol(rowcol::DenseLoader<float>{p, cols}, rows, cols, rule, sr, rowwise, colwise, stream);
+    launch_rowcol_f32(static_cast<const float*>(x), rows, cols, rule, sr, rowwise, colwise, stream);
   }
   NIBBLE_CHECK_LAUNCH();
   const bool both = rowwise.codes != nullptr && colwise.codes != nullptr;
   const bool ocp = rule == quant::MxScaleRule::ocp;
   // Every combination as a literal (the caller keeps the pointer): rule x copies x tile.
   static const char* const kPaths[2][3][2] = {
-      {{"cuda quantize_mxfp4 round-up scale, row-wise copy from a 64x128 smem tile",
-        "cuda quantize_mxfp4 round-up scale, row-wise copy from a 64x128 BF16 smem tile"},
-       {"cuda quantize_mxfp4 round-up scale, column-wise copy from a 64x128 smem tile",
-        "cuda quantize_mxfp4 round-up scale, column-wise copy from a 64x128 BF16 smem tile"},
-       {"cuda quantize_mxfp4 round-up scale, row-wise and column-wise copies from one 64x128 smem tile",
-        "cuda quantize_mxfp4 round-up scale, row-wise and column-wise copies from one 64x128 BF16 smem tile"}},
+      {{"cuda quantize_mxfp4 te scale, row-wise copy from a 64x128 smem tile",
+        "cuda quantize_mxfp4 te scale, row-wise copy from a 64x128 BF16 smem tile"},
+       {"cuda quantize_mxfp4 te scale, column-wise copy from a 64x128 smem tile",
+        "cuda quantize_mxfp4 te scale, column-wise copy from a 64x128 BF16 smem tile"},
+       {"cuda quantize_mxfp4 te scale, row-wise and column-wise copies from one 64x128 smem tile",
+        "cuda quantize_mxfp4 te scale, row-wise and column-wise copies from one 64x128 BF16 smem tile"}},
       {{"cuda quantize_mxfp4 ocp scale, row-wise copy from a 64x128 smem tile",
         "cuda quantize_mxfp4 ocp scale, row-wise copy from a 64x128 BF16 smem tile"},
        {"cuda quantize_mxfp4 ocp scale, column-wise copy from a 64x128 smem tile",
@@ -217,9 +212,9 @@ const char* quantize_mxfp4_rowcol(const void* x, Fp4DenseType type, int64_t rows
        {"cuda quantize_mxfp4 ocp scale, row-wise and column-wise copies from one 64x128 smem tile",
         "cuda quantize_mxfp4 ocp scale, row-wise and column-wise copies from one 64x128 BF16 smem tile"}}};
   static const char* const kTiledPaths[2][3] = {
-      {"cuda quantize_mxfp4 round-up scale, row-wise copy from a 64x128 BF16 smem tile, 128x4-tiled scales",
-       "cuda quantize_mxfp4 round-up scale, column-wise copy from a 64x128 BF16 smem tile, 128x4-tiled scales",
-       "cuda quantize_mxfp4 round-up scale, row-wise and column-wise copies from one 64x128 BF16 smem tile, 128x4-tiled "
+      {"cuda quantize_mxfp4 te scale, row-wise copy from a 64x128 BF16 smem tile, 128x4-tiled scales",
+       "cuda quantize_mxfp4 te scale, column-wise copy from a 64x128 BF16 smem tile, 128x4-tiled scales",
+       "cuda quantize_mxfp4 te scale, row-wise and column-wise copies from one 64x128 BF16 smem tile, 128x4-tiled "
        "scales"},
       {"cuda quantize_mxfp4 ocp scale, row-wise copy from a 64x128 BF16 smem tile, 128x4-tiled scales",
        "cuda quantize_mxfp4 ocp scale, column-wise copy from a 64x128 BF16 smem tile, 128x4-tiled scales",

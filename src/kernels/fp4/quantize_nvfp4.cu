@@ -13,19 +13,17 @@
 // pass 2 (nvfp4_encode_kernel) re-reads x, rotates and encodes; a one-thread kernel finally turns the
 // amax bits into the FP32 global scales.
 //
-// Element math (the same results as quant::nvfp4_encode_element, cheaper): the block's decode scale
-// d and RN(1 / d) come from a per-CTA table over the 127 non-NaN UE4M3 codes; the scale code's
-// quotient (amax / 6) / s from two reciprocal divisions (nvfp4_scale_quotient_by_recip) and the
-// hardware E4M3 converter; RN(v / d) from div_rn_by_recip; its E2M1 code from three adds against
-// magic constants (fp4::e2m1_magic_bits_sat); the codes are packed by byte permutes; the RHT's 1/4
-// is folded into the amax and the divisor (rotate16_unnormalised). Groups outside the fast ranges
-// (d 0, NaN, tiny or huge; amax tiny) take the reference expressions per element, out of line.
-#include <cstdlib>
+// Element math (Transformer Engine's order of operations, the same results as quant::nvfp4_encode_element):
+// the block's element encode scale e = min(1 / (ue4m3 * S_dec), FLT_MAX) comes from a per-CTA table over
+// the UE4M3 codes; the scale code is the hardware E4M3 converter of amax * (S_enc * fl(1/6)); an element
+// is fl(v * e), its E2M1 code from three adds against magic constants (fp4::e2m1_magic_bits_sat) or
+// fp4::encode_e2m1_sr_fast; the codes are packed by byte permutes. Rotated copies round the RHT output
+// to BF16 (quant::nvfp4_rht_output); their amax is that of the unnormalised maximum (rht_output).
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 
 #include "common/block_reduce.cuh"
-#include "common/env_knobs.hpp"
 #include "fp4/fp4_kernel_io.cuh"
 #include "fp4/nvfp4_chunk.cuh"
 #include "nibble/kernels/quantize_nvfp4.hpp"
@@ -40,8 +38,7 @@ using namespace nvfp4;
 template <class C>
 __global__ void __launch_bounds__(kThreads, 4) nvfp4_amax_kernel(const typename C::Elem* __restrict__ x, Params p) {
   extern __shared__ uint32_t stage[];
-  // Lets a programmatic dependent (the encode pass, unless NIBBLE_NVFP4_PDL=0) start its CTAs once every CTA
-  // of this grid has begun; it waits for this grid's end before it reads the amax. A no-op otherwise.
+  // Lets a programmatic dependent (the encode pass) start its CTAs once every CTA of this grid has begun; it waits for this grid's end before it reads the amax. A no-op otherwise.
   asm volatile("griddepcontrol.launch_dependents;");
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kCtaRows + (warp / 2) * kWarpRows + (lane % 4) * kChunkRows;
@@ -62,35 +59,37 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_amax_kernel(const typename 
 }
 
 // Pass 2: both copies' scales and codes.
-// Occupancy measured on the H200 (docs/perf, session 17): the nearest kernel runs 3-5% faster at
-// 5 CTAs/SM (capped at 102 registers) than at 4; the stochastic one is 5% slower at 5, 3-4% slower
-// with its row loop unrolled 4 times, and unchanged at 3 CTAs/SM or unrolled 2 times (runs 5, 7, 9).
+// Occupancy on the H200: the nearest kernel runs 3-5% faster at 5 CTAs/SM (capped at 102 registers)
+// than at 4; the stochastic one is 5% slower at 5, 3-4% slower with its row loop unrolled 4 times, and
+// unchanged at 3 CTAs/SM or unrolled 2 times.
 template <bool kSr>
 constexpr int kEncodeMinBlocks = kSr ? 4 : 5;
 
 template <class In, bool kSr>
 __global__ void __launch_bounds__(kThreads, kEncodeMinBlocks<kSr>) nvfp4_encode_kernel(const In* __restrict__ x, Params p) {
-  __shared__ float2 table[2][kCodes];  // [row copy, column copy][UE4M3 code] -> (d, RN(1 / d))
+  __shared__ float table[2][kCodes];  // [row copy, column copy][UE4M3 code] -> element encode scale
   extern __shared__ uint32_t stage[];
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
-  const unsigned ty = p.reverse_tiles ? gridDim.y - 1 - blockIdx.y : blockIdx.y;
-  const unsigned tx = p.reverse_tiles ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  // Tiles in reverse launch order: a tensor larger than L2 leaves the tiles the amax pass read last in L2;
+  // walking back from them turns up to an L2's worth of this second read into hits.
+  const unsigned ty = gridDim.y - 1 - blockIdx.y;
+  const unsigned tx = gridDim.x - 1 - blockIdx.x;
   const int64_t row0 = static_cast<int64_t>(ty) * kCtaRows + (warp / 2) * kWarpRows + (lane % 4) * kChunkRows;
   const int64_t col0 = static_cast<int64_t>(tx) * kCtaCols + (warp % 2) * kWarpCols + (lane / 4) * kChunkCols;
   const int half = (lane / 4) % 2;  // which half of a row-wise 16-group this lane holds
   const bool cols_in = col0 < p.cols;
   const bool block16 = p.block_rows == 16;
-  // The chunk first: it does not depend on pass 1. Launched as pass 1's programmatic dependent (the
-  // default), this CTA may start while pass 1 still runs; griddepcontrol.wait then holds it until pass 1
+  // The chunk first: it does not depend on pass 1. Launched as pass 1's programmatic dependent, this CTA
+  // may start while pass 1 still runs; griddepcontrol.wait then holds it until pass 1
   // has finished and its amax is visible (without that launch attribute the wait returns at once).
   Chunk<In> c;
   c.load(stage, x, row0, col0, p);
   asm volatile("griddepcontrol.wait;" ::: "memory");
-  const CopyScale rs = p.row.codes ? copy_scale(p.row.amax_bits, p.row.rht) : CopyScale{};
-  const CopyScale cs = p.col.codes ? copy_scale(p.col.amax_bits, p.col.rht) : CopyScale{};
+  const CopyScale rs = p.row.codes ? copy_scale(p.row.amax_bits) : CopyScale{};
+  const CopyScale cs = p.col.codes ? copy_scale(p.col.amax_bits) : CopyScale{};
   static_assert(kThreads == kCodes, "one table entry per thread and copy");
-  table[0][threadIdx.x] = decode_entry(static_cast<int>(threadIdx.x), rs);
-  table[1][threadIdx.x] = decode_entry(static_cast<int>(threadIdx.x), cs);
+  table[0][threadIdx.x] = encode_scale_entry(static_cast<int>(threadIdx.x), rs);
+  table[1][threadIdx.x] = encode_scale_entry(static_cast<int>(threadIdx.x), cs);
   __syncthreads();
 
   // Column-wise copy: column col0 + k of x is row col0 + k of x^T; its group covers rows row0 .. +16
@@ -102,10 +101,10 @@ __global__ void __launch_bounds__(kThreads, kEncodeMinBlocks<kSr>) nvfp4_encode_
     if (block16) blk = pair_max(column_amax(c, p.col.rht));  // 16 columns x 16 rows of x
     // Column col0 + k: scale, codes (x^T row col0 + k, columns row0 .. +16).
     auto encode_column = [&](const float* w, int k) {
-      const uint8_t sc = block_code(block16 ? blk : amax_bits_of<kChunkRows>(w, cs.f), cs);
+      const uint8_t sc = block_code(block16 ? blk : amax_bits_of<kChunkRows>(w), cs);
       const int64_t col = col0 + k;
       uint32_t out[2];
-      encode_block<16, kSr>(w, sc, table[1][sc], cs, p.key, p.draw, static_cast<uint64_t>(col * p.rows + row0), out);
+      encode_block<16, kSr>(w, sc, table[1][sc], p.draw, static_cast<uint64_t>(col * p.rows + row0), out);
       if (in) {
         if (!block16) {
           p.col.scales[col * gpr + row0 / 16] = sc;
@@ -127,7 +126,7 @@ __global__ void __launch_bounds__(kThreads, kEncodeMinBlocks<kSr>) nvfp4_encode_
   // Row-wise copy: row row0 + i, columns col0 .. +8 (this lane's half of the group). Rows go in
   // pairs so that no scale code is computed twice: of the two partner lanes, half 0 computes row i's
   // code and half 1 row i + 1's (each first receives the partner's half-amax of its row), then they
-  // swap codes: two shuffles and one block_code per lane per two rows (was four shuffles, two codes).
+  // swap codes: two shuffles and one block_code per lane per two rows (instead of four shuffles and two codes).
   if (p.row.codes) {
     const int64_t gpr = p.cols / 16;
     const uint8_t blk = block16 ? block_code(pair_max(row_amax(c, p.row.rht, half)), rs) : 0;  // 16 rows x 16 columns
@@ -138,7 +137,7 @@ __global__ void __launch_bounds__(kThreads, kEncodeMinBlocks<kSr>) nvfp4_encode_
       row_half(c, i + 1, p.row.rht, half, v[1]);
       uint8_t sc[2] = {blk, blk};
       if (!block16) {
-        const uint32_t a0 = amax_bits_of<kChunkCols>(v[0], rs.f), a1 = amax_bits_of<kChunkCols>(v[1], rs.f);
+        const uint32_t a0 = amax_bits_of<kChunkCols>(v[0]), a1 = amax_bits_of<kChunkCols>(v[1]);
         const uint32_t theirs = __shfl_xor_sync(0xffffffffu, half == 0 ? a1 : a0, kPartner);
         const uint8_t mine = block_code(max(half == 0 ? a0 : a1, theirs), rs);
         const uint8_t other = static_cast<uint8_t>(__shfl_xor_sync(0xffffffffu, mine, kPartner));
@@ -149,8 +148,7 @@ __global__ void __launch_bounds__(kThreads, kEncodeMinBlocks<kSr>) nvfp4_encode_
       for (int r = 0; r < 2; ++r) {
         const int64_t row = row0 + i + r;
         uint32_t out[1];
-        encode_block<8, kSr>(v[r], sc[r], table[0][sc[r]], rs, p.key, p.draw, static_cast<uint64_t>(row * p.cols + col0),
-                             out);
+        encode_block<8, kSr>(v[r], sc[r], table[0][sc[r]], p.draw, static_cast<uint64_t>(row * p.cols + col0), out);
         if (cols_in && row < p.rows) {
           if (!block16) {
             if (half == 0) p.row.scales[row * gpr + col0 / 16] = sc[r];
@@ -170,33 +168,12 @@ __global__ void finalize_global_scales(uint32_t* row_bits, uint32_t* col_bits) {
   if (col_bits) *reinterpret_cast<float*>(col_bits) = quant::nvfp4_global_decode_scale(quant::amax_from_bits(*col_bits));
 }
 
-// The amax pass of BF16 input: its chunk in registers (RegChunk, the default since session 22: bit-exact
-// in every GPU test; no shared-memory round trip for a pass that reads each word once; on an H100 the
-// whole quantizer timed within -1.5% to +0.7% of the staged pass, docs/perf/2026-12-05-h100-session22.md)
-// or staged in shared memory as the encode pass does (NIBBLE_NVFP4_AMAX=staged). FP32 chunks are always staged.
-constexpr bool kRegisterAmaxDefault = true;
-bool amax_in_registers() {
-  static const bool on = knobs::is("NIBBLE_NVFP4_AMAX", "registers", kRegisterAmaxDefault);
-  return on;
-}
-
-// The encode pass's tile order: reverse (the default) or forward (NIBBLE_NVFP4_ORDER=forward). A tensor
-// larger than L2 leaves its last-read tiles there after the amax pass; walking back from them turns up to
-// an L2's worth of the second read into hits, a saving per call that does not grow with the tensor.
-bool reverse_tiles() {
-  static const bool on = !knobs::is("NIBBLE_NVFP4_ORDER", "forward", false);
-  return on;
-}
-
-// The encode pass is launched as the amax pass's programmatic dependent: its CTAs load their chunks while
-// the amax pass finishes, then wait for it. 1-3% faster on the 130 MB tensors of an H100 (session 30,
-// docs/perf/2026-12-06-h100-session30.md), bit-identical; NIBBLE_NVFP4_PDL=0 launches it plainly.
-bool encode_as_dependent() {
-  static const bool on = !knobs::is("NIBBLE_NVFP4_PDL", "0", false);
-  return on;
-}
-
 // Pass 1 (amax) and pass 2 (encode; the stochastic kernel only when the key asks for it).
+// The amax pass holds a BF16 chunk in registers (RegChunk): it reads each word once, so staging it in
+// shared memory buys nothing (bit-identical, and the whole quantizer within -1.5% to +0.7% of the staged
+// pass on an H100). FP32 chunks are staged.
+// The encode pass is launched as the amax pass's programmatic dependent: its CTAs load their chunks while
+// the amax pass finishes, then wait for it (bit-identical, 1-3% faster on 130 MB tensors, H100).
 template <class In>
 void launch_passes(const In* x, dim3 grid, const Params& p, cudaStream_t stream) {
   constexpr int smem = kStageBytes<In>;
@@ -206,30 +183,22 @@ void launch_passes(const In* x, dim3 grid, const Params& p, cudaStream_t stream)
     NIBBLE_CUDA_CHECK(cudaFuncSetAttribute(encode, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   }
   if constexpr (sizeof(In) == 2) {
-    if (amax_in_registers()) {
-      nvfp4_amax_kernel<RegChunk><<<grid, kThreads, 0, stream>>>(x, p);
-    } else {
-      nvfp4_amax_kernel<Chunk<In>><<<grid, kThreads, smem, stream>>>(x, p);
-    }
+    nvfp4_amax_kernel<RegChunk><<<grid, kThreads, 0, stream>>>(x, p);
   } else {
     nvfp4_amax_kernel<Chunk<In>><<<grid, kThreads, smem, stream>>>(x, p);
   }
   NIBBLE_CHECK_LAUNCH();
-  if (encode_as_dependent()) {
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr.val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    NIBBLE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, encode, x, p));
-  } else {
-    encode<<<grid, kThreads, smem, stream>>>(x, p);
-  }
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  NIBBLE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, encode, x, p));
   NIBBLE_CHECK_LAUNCH();
 }
 
@@ -275,7 +244,6 @@ const char* quantize_nvfp4(const void* x, Fp4DenseType type, int64_t rows, int64
   p.draw = options.rounding;
   p.row = {rowwise.codes, rowwise.scales, reinterpret_cast<uint32_t*>(rowwise.global_scale), options.rowwise_rht};
   p.col = {colwise.codes, colwise.scales, reinterpret_cast<uint32_t*>(colwise.global_scale), options.colwise_rht};
-  p.reverse_tiles = reverse_tiles();
   if (p.row.codes) NIBBLE_CUDA_CHECK(cudaMemsetAsync(p.row.amax_bits, 0, sizeof(uint32_t), stream));
   if (p.col.codes) NIBBLE_CUDA_CHECK(cudaMemsetAsync(p.col.amax_bits, 0, sizeof(uint32_t), stream));
   const dim3 grid(fp4::blocks_for(cols, kCtaCols), fp4::blocks_for(rows, kCtaRows));
@@ -290,8 +258,8 @@ const char* quantize_nvfp4(const void* x, Fp4DenseType type, int64_t rows, int64
   }
   finalize_global_scales<<<1, 1, 0, stream>>>(p.row.codes ? p.row.amax_bits : nullptr, p.col.codes ? p.col.amax_bits : nullptr);
   NIBBLE_CHECK_LAUNCH();
-  // The path names the amax pass's chunk (registers only for BF16 input, when chosen).
-  const bool reg = type == Fp4DenseType::bf16 && amax_in_registers();
+  // The path names the amax pass's chunk (registers for BF16 input, staged for FP32).
+  const bool reg = type == Fp4DenseType::bf16;
   if (options.block_rows == 16) {
     return reg ? "cuda quantize_nvfp4 16x16, register amax pass + chunk encode pass"
                : "cuda quantize_nvfp4 16x16, staged amax pass + chunk encode pass";

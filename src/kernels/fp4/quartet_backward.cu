@@ -5,11 +5,10 @@
 //  - row-wise only: one thread per rotation block, 16-byte loads, everything in registers;
 //  - tile (fp4_rowcol_tile.cuh with the Quartet group policy): a CTA stages a 64 x 128 tile in
 //    XOR-swizzled shared memory and writes the row-wise and column-wise copies from the same read,
-//    with warp stores that cover whole 32-byte sectors. On the H200 it beat the earlier 32 x 256
-//    tile (a CTA per tile; and a persistent-CTA variant, slower still) in the same run, which were
-//    then removed: row+col nearest 0.132 vs 0.165 ms on 15872x4096, 0.495 vs 0.671 ms on
-//    15872x16384; from-MXFP4 transposed 0.087 vs 0.096 and 0.322 vs 0.366 ms
-//    (docs/perf/2026-12-03-h200-session13.md).
+//    with warp stores that cover whole 32-byte sectors. On the H200 it beats a 32 x 256 tile (a CTA
+//    per tile, and a persistent-CTA variant of it, slower still): row+col nearest 0.132 vs 0.165 ms on
+//    15872x4096, 0.495 vs 0.671 ms on 15872x16384; from-MXFP4 transposed 0.087 vs 0.096 and 0.322 vs
+//    0.366 ms.
 // Signs: the sign vector depends only on (seed, j), so the host evaluates quant::rotation_sign once
 // and passes it as +-1 multipliers; multiplying by -1 is the same as negating (NaN aside, and a NaN
 // block becomes a NaN-scale block with zero codes either way). The transform itself is

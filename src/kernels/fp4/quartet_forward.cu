@@ -97,9 +97,9 @@ const char* quartet_forward_quantize(const void* x, Fp4DenseType type, int64_t r
   }
   const bool quest = options.quantizer == quant::ForwardQuantizer::quest;
   if (!options.rotate) return quest ? "cuda quartet_forward quest (no rotation), thread per 1x32 group"
-                                    : "cuda quartet_forward absmax (no rotation), thread per 1x32 group";
+                                    : "cuda quartet_forward absmax, prescale 0.75 (no rotation), thread per 1x32 group";
   return quest ? "cuda quartet_forward hadamard+quest fused, thread per rotation block"
-               : "cuda quartet_forward hadamard+absmax fused, thread per rotation block";
+               : "cuda quartet_forward hadamard+absmax fused, prescale 0.75, thread per rotation block";
 }
 
 }  // namespace nibble::cuda

@@ -1,5 +1,5 @@
 // Fused Quartet forward quantizer for Hopper: Hadamard + QuEST per 1x32 group and the exact E4M3
-// re-encoding with one scale per row (SPEC 4), in one pass over the input (quartet_fused.hpp).
+// re-encoding with one scale per row (docs/spec.md §4), in one pass over the input (quartet_fused.hpp).
 //
 // One CTA per row. Thread t owns the 32-groups t, t + blockDim, ... of its row (PER of them, in
 // registers as 16 packed bytes + the E8M0 code): it loads each with 16-byte loads, rotates it with
@@ -14,7 +14,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "common/env_knobs.hpp"
 #include "fp4/fp4_kernel_io.cuh"
 #include "nibble/kernels/quartet_fused.hpp"
 #include "nibble/kernels/reencode.hpp"
@@ -113,27 +112,19 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
 }
 
-// 2 by default; NIBBLE_FUSED_FWD_PER = 1, 2 or 4 overrides it (a measurement knob).
-int min_groups_per_thread() {
-  static const int per = [] {
-    const int v = knobs::integer("NIBBLE_FUSED_FWD_PER", 2);
-    return v == 1 || v == 2 || v == 4 ? v : 2;
-  }();
-  return per;
-}
+// At least 2 groups per thread, so that a thread has its next group's loads in flight while it computes.
+constexpr int kMinGroupsPerThread = 2;
 
 template <int R, bool kQuest, class In>
 void launch(const In* x, int64_t rows, int64_t cols, Mxfp4Planes mx, Fp8RowOperand fp8, cudaStream_t stream) {
   const int64_t nb = cols / 32;
-  // Groups per thread: at least min_groups_per_thread() (so a thread has a next group's loads in flight
-  // while it computes), more while the row would need over 512 threads.
-  const int per = row_reencode::blocks_per_thread(nb, min_groups_per_thread());
+  // Groups per thread: kMinGroupsPerThread, more while the row would need over 512 threads.
+  const int per = row_reencode::blocks_per_thread(nb, kMinGroupsPerThread);
   const int64_t want = (nb + per - 1) / per;
   const int threads = static_cast<int>(((want + 31) / 32) * 32);
   const dim3 grid(static_cast<unsigned>(rows));
   auto go = [&](auto kernel) { kernel<<<grid, threads, 0, stream>>>(x, cols, mx, fp8); };
   switch (per) {
-    case 1: go(quartet_forward_e4m3_kernel<R, kQuest, 1, In>); break;
     case 2: go(quartet_forward_e4m3_kernel<R, kQuest, 2, In>); break;
     case 4: go(quartet_forward_e4m3_kernel<R, kQuest, 4, In>); break;
     default: go(quartet_forward_e4m3_kernel<R, kQuest, kMaxPer, In>); break;
@@ -194,7 +185,7 @@ const char* quartet_forward_quantize_e4m3(const void* x, Fp4DenseType type, int6
   }
   const bool quest = options.quantizer == quant::ForwardQuantizer::quest;
   return quest ? "cuda quartet_forward_e4m3 fused hadamard+quest -> mxfp4 + exact e4m3 row scales (outer_vec), CTA per row"
-               : "cuda quartet_forward_e4m3 fused hadamard+absmax -> mxfp4 + exact e4m3 row scales (outer_vec), CTA per row";
+               : "cuda quartet_forward_e4m3 fused hadamard+absmax (prescale 0.75) -> mxfp4 + exact e4m3 row scales (outer_vec), CTA per row";
 }
 
 }  // namespace nibble::cuda

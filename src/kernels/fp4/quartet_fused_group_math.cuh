@@ -75,23 +75,6 @@ __device__ __forceinline__ uint8_t quest_group_packed(const float* g, uint4& cod
   return fmt::encode_e8m0_exponent(k);
 }
 
-// quant::absmax_forward_group (the OCP MXFP4 rule with QuEST's trust mask) on 32 values.
-__device__ __forceinline__ uint8_t absmax_forward_group_packed(const float* g, uint4& codes, uint32_t& mask) {
-  const uint8_t sc = quant::mx_scale_code(quant::amax_of(g, 32), quant::MxScaleRule::ocp, quant::ElementFormat::e2m1);
-  const float inv = quant::mx_encode_multiplier(sc);
-  uint32_t w[4] = {0, 0, 0, 0};
-  uint32_t m = 0;
-#pragma unroll
-  for (int i = 0; i < 32; ++i) {
-    const float v = g[i] * inv;
-    m |= (sc != fmt::kE8M0Nan && quant::abs_bits(v) < fmt::float_bits(fmt::kE2M1Max) ? 1u : 0u) << i;
-    put_code(w, i, sc == fmt::kE8M0Nan ? 0u : encode_e2m1_fadd(v));
-  }
-  codes = make_uint4(w[0], w[1], w[2], w[3]);
-  mask = m;
-  return sc;
-}
-
 // quant::quantize_mx_group(x, 32, e2m1, rule, key, first, ...) with packed codes; first % 4 == 0.
 template <bool kStochastic>
 __device__ __forceinline__ uint8_t mx_group_packed(const float* x, quant::MxScaleRule rule, const SrDraw& key,
@@ -289,6 +272,13 @@ __device__ __forceinline__ uint8_t backward_group_packed(const float* x, const S
   }
   codes = make_uint4(w[0], w[1], w[2], w[3]);
   return fmt::encode_e8m0_exponent(k);
+}
+
+// quant::absmax_forward_group on 32 values: the backward quantizer's nearest rounding (3/4 prescale,
+// never clips) with every element trusted.
+__device__ __forceinline__ uint8_t absmax_forward_group_packed(const float* g, uint4& codes, uint32_t& mask) {
+  mask = 0xffffffffu;
+  return backward_group_packed<false>(g, SrDraw{}, 0, codes);  // nearest: the key is unused
 }
 
 }  // namespace nibble::cuda::fp4

@@ -1,4 +1,4 @@
-// MXFP4 -> E4M3 exact re-encoding (SPEC 4) and its violation counters.
+// MXFP4 -> E4M3 exact re-encoding (docs/spec.md §4) and its violation counters.
 //
 // One CTA per row. Thread t owns the 32-blocks t, t + blockDim, ... of its row (16-byte code loads,
 // coalesced), so the four blocks of a 1x128 group sit in four adjacent lanes and their k_max is two
@@ -14,7 +14,6 @@
 #include <string>
 #include <type_traits>
 
-#include "common/env_knobs.hpp"
 #include "fp4/fp4_kernel_io.cuh"
 #include "fp4/mxfp4_row_reencode.cuh"
 #include "nibble/kernels/reencode.hpp"
@@ -48,8 +47,8 @@ using row_reencode::kNoBlock;
 enum class Pass : uint8_t { row, group128, count };
 
 // Writes the 32 E4M3 codes of one block (two 16-byte stores): row_reencode::block_e4m3's results,
-// written out here in this order because calling it changed this kernel's register allocation (same
-// instruction count, checked with cuobjdump; not yet timed on the GPU, so the tested SASS stays).
+// written out here in this order because calling it changes this kernel's register allocation (same
+// instruction count in cuobjdump, but a different schedule than the one timed on the GPU).
 __device__ __forceinline__ void encode_block(const uint4& c, uint8_t sc, int k_max, uint8_t* __restrict__ out) {
   uint32_t o[8];
   if (sc == fmt::kE8M0Nan) {
@@ -189,17 +188,10 @@ __global__ void __launch_bounds__(kMaxThreads)
 }
 
 // Blocks per thread at least, for a row of nb blocks: the smallest power of two (up to 4) that keeps the
-// row's CTA at 256 threads or fewer. On an H100 (session 30, docs/perf/2026-12-06-h100-session30.md) rows of
-// 512 blocks (16384 columns) re-encoded 3-5% faster from grid scales and 7-9% from tiled scales with 2 blocks
-// per thread (256 threads) than with 1 (512 threads); rows of 128 blocks were as fast or faster with 1.
-// NIBBLE_REENCODE_PER = 1, 2 or 4 forces the minimum instead (the measurement knob).
-int min_blocks_per_thread(int64_t nb) {
-  static const int forced = [] {
-    const int v = knobs::integer("NIBBLE_REENCODE_PER", 0);
-    return v == 1 || v == 2 || v == 4 ? v : 0;
-  }();
-  return forced != 0 ? forced : std::min(4, row_reencode::blocks_per_thread(nb, 1, 256));
-}
+// row's CTA at 256 threads or fewer. On an H100, rows of 512 blocks (16384 columns) re-encode 3-5% faster
+// from grid scales and 7-9% faster from tiled scales with 2 blocks per thread (256 threads) than with 1
+// (512 threads); rows of 128 blocks are as fast or faster with 1.
+int min_blocks_per_thread(int64_t nb) { return std::min(4, row_reencode::blocks_per_thread(nb, 1, 256)); }
 
 template <Pass kPass>
 void launch(Mxfp4ConstPlanes in, int64_t rows, int64_t cols, bool count_groups, uint8_t* out, float* scales_out,

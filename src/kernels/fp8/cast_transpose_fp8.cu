@@ -4,7 +4,6 @@
 
 #include <algorithm>
 
-#include "common/env_knobs.hpp"
 #include "fp8/fp8_preconditions.hpp"
 #include "fp8/fp8_tile_128x128.cuh"
 #include "nibble/kernels/check.hpp"
@@ -80,8 +79,7 @@ enum class ScaleSource { given, from_amax };
 template <ElementFormat F, bool kSr, ScaleSource kSrc>
 __global__ void __launch_bounds__(tile::kThreads)
     cast_transpose_fp8_kernel(const uint16_t* __restrict__ x, int64_t rows, int64_t cols, const float* scale_in,
-                              Fp8TensorScale publish, Fp8Copies out, float* amax_record, quant::SrKey sr,
-                              bool reverse_tiles) {
+                              Fp8TensorScale publish, Fp8Copies out, float* amax_record, quant::SrKey sr) {
   __shared__ tile::Smem s;
   float scale;
   if constexpr (kSrc == ScaleSource::from_amax) {
@@ -94,7 +92,8 @@ __global__ void __launch_bounds__(tile::kThreads)
   } else {
     scale = *scale_in;
   }
-  const tile::TileCoord t = tile::block_tile(out.colwise != nullptr, reverse_tiles);
+  // After an amax pass (from_amax), the tiles run from the last one back: see quantize_fp8_current.
+  const tile::TileCoord t = tile::block_tile(out.colwise != nullptr, kSrc == ScaleSource::from_amax);
   const int64_t row0 = t.tr * tile::kTile, col0 = t.tc * tile::kTile;
   const uint32_t am = cast_transpose_tile<F, kSr>(s, x, rows, cols, row0, col0, scale, out, sr);
   if (amax_record != nullptr) record_block_amax(am, amax_record);
@@ -142,7 +141,7 @@ __global__ void __launch_bounds__(kAmaxThreads) amax_bf16_kernel(const uint4* __
 template <ElementFormat F, bool kSr>
 __global__ void __launch_bounds__(tile::kThreads)
     current_scaling_fused_kernel(const uint16_t* __restrict__ x, int64_t rows, int64_t cols, Fp8TensorScale sc,
-                                 Fp8Copies out, quant::SrKey sr, bool reverse_tiles) {
+                                 Fp8Copies out, quant::SrKey sr) {
   namespace cg = cooperative_groups;
   __shared__ tile::Smem s;
   cg::grid_group grid = cg::this_grid();
@@ -161,11 +160,11 @@ __global__ void __launch_bounds__(tile::kThreads)
     *sc.scale = scale;
     *sc.scale_inv = quant::per_tensor_decode_scale(scale);
   }
-  // The cast pass from the last tile back (reverse_tiles): the amax pass read the tensor's end last.
+  // The cast pass from the last tile back: the amax pass read the tensor's end last (see quantize_fp8_current).
   const int64_t tiles_c = (cols + tile::kTile - 1) / tile::kTile, tiles_r = (rows + tile::kTile - 1) / tile::kTile;
   const int64_t tiles = tiles_r * tiles_c;
   for (int64_t b = blockIdx.x; b < tiles; b += gridDim.x) {
-    const tile::TileCoord t = tile::tile_coord(static_cast<uint32_t>(reverse_tiles ? tiles - 1 - b : b),
+    const tile::TileCoord t = tile::tile_coord(static_cast<uint32_t>(tiles - 1 - b),
                                                static_cast<uint32_t>(tiles_r), static_cast<uint32_t>(tiles_c),
                                                out.colwise != nullptr);
     cast_transpose_tile<F, kSr>(s, x, rows, cols, t.tr * tile::kTile, t.tc * tile::kTile, scale, out, sr);
@@ -230,23 +229,17 @@ const char* cast_transpose_fp8(const uint16_t* x, int64_t rows, int64_t cols, El
   dispatch_fp8(format, sr.enabled, [&]<ElementFormat F, bool kSr>() {
     cast_transpose_fp8_kernel<F, kSr, ScaleSource::given>
         <<<tile_grid(rows, cols), tile::kThreads, 0, stream>>>(x, rows, cols, scale_enc, Fp8TensorScale{}, out,
-                                                                amax_record, sr, false);
+                                                                amax_record, sr);
   });
   NIBBLE_CHECK_LAUNCH();
   return "cast_transpose_fp8 (fused cast + transpose + amax, 128x128 tiles)";
 }
 
-// The current-scaling cast pass walks the tiles from the last one back (NIBBLE_FP8_CURRENT_ORDER=forward:
-// first to last). The amax pass's grid-stride loop reads the tensor's end last, so the cast pass's first
-// tiles are still in L2: up to an L2's worth of the second read become hits, per call (H100, session 30:
-// 0.919 -> 0.959 of copy on a 15872 x 4096 activation; the 4096 x 16384 weight, one group of 32 tile rows
-// walked column by column, starts elsewhere and gains nothing).
-namespace {
-bool current_reverse_tiles() {
-  static const bool on = !knobs::is("NIBBLE_FP8_CURRENT_ORDER", "forward", false);
-  return on;
-}
-}  // namespace
+// The current-scaling cast pass walks the tiles from the last one back. The amax pass's grid-stride loop
+// reads the tensor's end last, so the cast pass's first tiles are still in L2: up to an L2's worth of the
+// second read become hits, per call (on an H100, 0.919 -> 0.959 of a copy's speed on a 15872 x 4096
+// activation; the 4096 x 16384 weight, one group of 32 tile rows walked column by column, starts elsewhere
+// and gains nothing).
 
 const char* quantize_fp8_current(const uint16_t* x, int64_t rows, int64_t cols, ElementFormat format,
                                  Fp8TensorScale scale, Fp8Copies out, Fp8CurrentPath path, const quant::SrKey& sr,
@@ -260,8 +253,7 @@ const char* quantize_fp8_current(const uint16_t* x, int64_t rows, int64_t cols, 
     amax_bf16(x, rows * cols, scale.amax, stream);
     dispatch_fp8(format, sr.enabled, [&]<ElementFormat F, bool kSr>() {
       cast_transpose_fp8_kernel<F, kSr, ScaleSource::from_amax>
-          <<<tile_grid(rows, cols), tile::kThreads, 0, stream>>>(x, rows, cols, scale.amax, scale, out, nullptr, sr,
-                                                                  current_reverse_tiles());
+          <<<tile_grid(rows, cols), tile::kThreads, 0, stream>>>(x, rows, cols, scale.amax, scale, out, nullptr, sr);
     });
     NIBBLE_CHECK_LAUNCH();
     return "fp8-current two launches (amax pass, then cast+transpose deriving the scale on device)";
@@ -286,8 +278,7 @@ const char* quantize_fp8_current(const uint16_t* x, int64_t rows, int64_t cols, 
     Fp8TensorScale sa = scale;
     Fp8Copies oa = out;
     quant::SrKey ka = sr;
-    bool rev = current_reverse_tiles();
-    void* args[] = {&xa, &ra, &ca, &sa, &oa, &ka, &rev};
+    void* args[] = {&xa, &ra, &ca, &sa, &oa, &ka};
     NIBBLE_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<void*>(kernel), dim3(blocks), dim3(tile::kThreads),
                                                   args, 0, stream));
   });

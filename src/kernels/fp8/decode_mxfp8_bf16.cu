@@ -1,4 +1,4 @@
-// Exact MXFP8 -> BF16 decode for the emulated mxfp8 GEMM on Hopper (SPEC 4), straight or transposed.
+// Exact MXFP8 -> BF16 decode for the emulated mxfp8 GEMM on Hopper (docs/spec.md §4), straight or transposed.
 #include "fp8/fp8_preconditions.hpp"
 #include "fp8/fp8_tile_128x128.cuh"
 #include "nibble/kernels/check.hpp"

@@ -5,8 +5,8 @@
 //  - column phase (two passes): lane (rc = lane & 7, p = lane >> 3) of warp w reads one 32-bit word
 //    (a column pair) from 16 consecutive rows 16 rc .. 16 rc + 15 and so holds 16 rows of 2 columns;
 //    the 8 lanes sharing p then write one 128-byte line of each of their 2 transposed rows, i.e. every
-//    16-byte store instruction of the column-wise copy fills 4 whole lines (the earlier layout, one
-//    column per lane, touched 32 lines with 16 bytes each and capped the kernels near 0.6 of copy).
+//    16-byte store instruction of the column-wise copy fills 4 whole lines (one column per lane would
+//    touch 32 lines with 16 bytes each, which caps the kernels near 0.6 of a copy's speed).
 // Shared memory holds the tile as 128 rows x 64 words with the word index XOR-swizzled by the row
 // (see swizzle()), so the column phase's 32 lanes (8 row runs x 4 consecutive words) hit 32 distinct
 // banks, while the row phase's 16-byte groups stay 16-byte aligned.

@@ -1,6 +1,6 @@
 // mxfp8: E4M3 elements with one E8M0 scale per 32 elements, row-wise (1x32) and column-wise (32x1,
-// i.e. 1x32 along the transposed tensor) copies from one read of the input. OCP and round-up scale
-// rules are quant::mx_scale_code's.
+// i.e. 1x32 along the transposed tensor) copies from one read of the input. The TE (default) and OCP
+// scale rules are quant::mx_scale_code_of_abs_bits's.
 #include <cstdlib>
 
 #include "fp8/fp8_preconditions.hpp"
@@ -138,9 +138,8 @@ __global__ void __launch_bounds__(tile::kThreads, kMinBlocks)
 
 // CTAs per SM the launch asks the compiler to fit: 4 for the nearest kernel (ptxas: 64 registers),
 // none for the stochastic one (80 registers, its Philox state). 5 CTAs (48 registers) spill 160-220
-// bytes; ncu (session 18) found the 4-CTA kernel latency-bound, but the 5-CTA build ran 8-13% slower
-// on an H100 in session 22 and 31-40% slower in session 27 (docs/perf/2026-12-05-h100-session27.md),
-// so that A/B knob (NIBBLE_MXFP8_MIN_BLOCKS) was removed.
+// bytes; ncu finds the 4-CTA kernel latency-bound, yet the 5-CTA build runs 8-40% slower on an H100
+// (the spills cost more than the extra warps hide).
 template <bool kSr, bool kGrid>
 void launch(dim3 grid, const uint16_t* x, int64_t rows, int64_t cols, Fp8Copies out, const MxScales& sc,
             const quant::SrKey& sr, cudaStream_t stream) {
@@ -192,7 +191,7 @@ const char* quantize_mxfp8(const uint16_t* x, int64_t rows, int64_t cols, quant:
   }
   NIBBLE_CHECK_LAUNCH();
   return rule == quant::MxScaleRule::ocp ? "mxfp8 OCP scale rule (row-wise + column-wise, one pass)"
-                                         : "mxfp8 round-up scale rule (row-wise + column-wise, one pass)";
+                                         : "mxfp8 TE scale rule (row-wise + column-wise, one pass)";
 }
 
 }  // namespace nibble::cuda

@@ -1,5 +1,5 @@
 // Names of the GEMM enums as users and reports see them. The ExecutionPath strings are part of the
-// contract (SPEC section 4): a result must never say more than what ran.
+// contract (docs/spec.md §4): a result must never say more than what ran.
 #include "nibble/kernels/gemm.hpp"
 
 namespace nibble::cuda {

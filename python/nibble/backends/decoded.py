@@ -1,7 +1,7 @@
 """mxfp8 and nvfp4 on CUDA tensors through nibble's own quantizers, an exact BF16 decode and cuBLASLt's BF16
 GEMM (the CUDA build of nibble._C: src/bindings/bind_cuda_mx_nv.cpp, and gemm_cuda of bind_cuda.cpp).
 
-SPEC 4: Hopper has no MXFP8 / NVFP4 GEMM and no exact FP8 re-encoding of either, so every operand is
+docs/spec.md §4: Hopper has no MXFP8 / NVFP4 GEMM and no exact FP8 re-encoding of either, so every operand is
 quantized by nibble's kernel, decoded exactly to BF16 and multiplied by a BF16 GEMM with FP32 accumulation
 (path "emulated-exact (bf16)"), as src/engine/tensor_quantizer_fp8.cu (Mxfp8Emulated) and
 tensor_quantizer_fp4.cu (Nvfp4Emulated) do. The quantized operands are the reference backend's
@@ -10,7 +10,7 @@ tensor_quantizer_fp4.cu (Nvfp4Emulated) do. The quantized operands are the refer
          column-wise copy (X^T for wgrad, W^T for dgrad) blocked along the transposed tensor's inner
          dimension (the reference's requantization of X^T and W^T); Y = GEMM(X, W)
   dgrad: dX = GEMM(dY, W^T);  wgrad: dW = GEMM(dY^T, X^T)
-Recipes (SPEC 2):
+Recipes (docs/spec.md §2):
   mxfp8  E4M3 in 1x32 blocks, E8M0 scales by the layer's mx_scale_rule, round to nearest in every role.
          The kernel reads BF16, so FP32 (and other) tensors are rounded to BF16 first, named in last_path;
          on BF16 values the operands are the reference's bit for bit. Its tiles need rows % 32 == 0: a
@@ -26,14 +26,14 @@ Recipes (SPEC 2):
 Results differ from the reference backend only by the GEMMs' FP32 accumulation order, the place of the
 global-scale products (nvfp4) and the BF16 rounding of outputs for BF16 inputs.
 Host syncs: nvfp4 reads the layer's step counter and seed (one read) once per forward that needs
-gradients; mxfp8 none. Streams and allocation as in nibble.quartet_cuda.
+gradients; mxfp8 none. Streams and allocation as in nibble.backends.quartet.
 """
 import torch
 
-from . import fp8_cuda, quartet_cuda
-from .quartet_cuda import (_kernel_input, _on_device, _out_dtype, _stream, extension, extension_lacks,
-                           finish_backward, finish_forward, gemm_into,
-                           require_whole_token_blocks)
+from .._ext import (bf16_input, extension, extension_error, extension_lacks, kernel_input, on_device, out_dtype,
+                    stream_handle)
+from ..seeds import mix
+from .common import finish_backward, finish_forward, gemm_into, require_whole_token_blocks
 
 RECIPES = ("mxfp8", "nvfp4")
 BLOCK = {"mxfp8": 32, "nvfp4": 16}  # along every GEMM's inner dimension (and the wgrad's: tokens)
@@ -50,7 +50,7 @@ def unavailable_for(layer, x):
     """Why Linear(recipe="mxfp8" | "nvfp4") cannot run this call on the kernels (None when it can). The features
     are multiples of the recipe's block for every such layer; tokens are checked where a gradient needs them."""
     ext = extension()
-    return quartet_cuda._ext_error if ext is None else unsupported_reason(ext)
+    return extension_error() if ext is None else unsupported_reason(ext)
 
 
 def apply(layer, x):
@@ -124,12 +124,12 @@ def quantize_nvfp4(ext, x, role, rowwise, colwise, stream, seed=0):
     return row, col, kernel
 
 
-def gemm(ext, a, b, out_dtype, pass_, stream):
+def gemm(ext, a, b, like_dtype, pass_, stream):
     """A B^T from two copies, decoded to BF16 here. Returns (output, label for last_path); nvfp4's output is FP32
     and carries the global scales s_A s_B."""
     da, db = a.decode(ext, stream), b.decode(ext, stream)
     nv = a.recipe == "nvfp4"
-    out = torch.empty(da.shape[0], db.shape[0], dtype=torch.float32 if nv else _out_dtype(out_dtype), device=da.device)
+    out = torch.empty(da.shape[0], db.shape[0], dtype=torch.float32 if nv else out_dtype(like_dtype), device=da.device)
     kw = dict(a_dtype="bf16", b_dtype="bf16", a_scale_mode="none", b_scale_mode="none", alpha=1.0, pass_=pass_,
               accumulation="split", operands="emulated-exact (bf16)", stream=stream)
     label = f"{pass_} GEMM " + gemm_into(ext, (da, None, db, None), out, kw, "none")
@@ -141,8 +141,8 @@ def gemm(ext, a, b, out_dtype, pass_, stream):
 
 def _inputs(layer, x, w, notes):
     if layer.recipe == "mxfp8":
-        return fp8_cuda._bf16(x, "X", notes), fp8_cuda._bf16(w, "W", notes)
-    return _kernel_input(x), _kernel_input(w)
+        return bf16_input(x, "X", notes), bf16_input(w, "W", notes)
+    return kernel_input(x), kernel_input(w)
 
 
 def _conversions(notes):
@@ -171,11 +171,11 @@ def backward(ext, layer, dy, xt, wt, seeds, dx_dtype, dw_dtype, stream, need_dx=
     seeds: nvfp4's (dgrad, wgrad) stochastic-rounding seeds of this step (the reference backend's)."""
     notes = []
     if layer.recipe == "mxfp8":
-        dyk = fp8_cuda._bf16(dy, "dY", notes)
+        dyk = bf16_input(dy, "dY", notes)
         dyr, dyt, k = quantize_mxfp8(ext, dyk, need_dx, need_dw, layer.options["mx_scale_rule"], stream)
         kernels = [f"dY {k}"]
     else:
-        dyk, dyr, dyt, kernels = _kernel_input(dy), None, None, []
+        dyk, dyr, dyt, kernels = kernel_input(dy), None, None, []
         if need_dx:  # two launches: the reference rounds dY and dY^T with different seeds
             dyr, _, k = quantize_nvfp4(ext, dyk, "dy", True, False, stream, seeds[0])
             kernels.append(f"dY {k}")
@@ -195,9 +195,8 @@ def backward(ext, layer, dy, xt, wt, seeds, dx_dtype, dw_dtype, stream, need_dx=
 def _seeds(layer):
     """nvfp4's (dgrad, wgrad) stochastic-rounding seeds for this forward's step, the reference backend's:
     mix(seed, step, 1) and mix(seed, step, 2). One host read of the step counter and the seed."""
-    from .torch import _mix
     step, seed = torch.stack([layer.step, layer.seed_buffer]).tolist()
-    return _mix(seed, step, 1), _mix(seed, step, 2)
+    return mix(seed, step, 1), mix(seed, step, 2)
 
 
 class DecodedCudaFunction(torch.autograd.Function):
@@ -212,8 +211,8 @@ class DecodedCudaFunction(torch.autograd.Function):
         need_dx, need_dw = grad_enabled and ctx.needs_input_grad[0], grad_enabled and ctx.needs_input_grad[1]
         if need_dw:
             require_whole_token_blocks(layer, x.shape[0], BLOCK[layer.recipe])
-        with _on_device(x):
-            y, xt, wt, path = forward(ext, layer, x, weight, need_dw, need_dx, _stream(x))
+        with on_device(x):
+            y, xt, wt, path = forward(ext, layer, x, weight, need_dw, need_dx, stream_handle(x))
         ctx.save_for_backward(*_saved(xt), *_saved(wt))
         ctx.layer, ctx.step = layer, layer.step.clone()  # read (host sync) only to name a failing step
         ctx.seeds = _seeds(layer) if layer.recipe == "nvfp4" and (need_dx or need_dw) else None
@@ -230,11 +229,12 @@ class DecodedCudaFunction(torch.autograd.Function):
         wt = None if saved[3] is None else Copy(layer.recipe, i, o, None, br["w"], tensors=saved[3:6])
         need_dx, need_dw = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         if (need_dx and wt is None) or (need_dw and xt is None):  # forward makes them whenever grad is on
-            raise RuntimeError("nibble.decoded_cuda: a gradient is needed whose column-wise copy forward did not make")
+            raise RuntimeError("nibble.backends.decoded: a gradient is needed whose column-wise copy forward did "
+                               "not make")
         dx = dw = None
         if need_dx or need_dw:
-            with _on_device(dy):
-                dx, dw, path = backward(extension(), layer, dy, xt, wt, ctx.seeds, x_dtype, w_dtype, _stream(dy),
+            with on_device(dy):
+                dx, dw, path = backward(extension(), layer, dy, xt, wt, ctx.seeds, x_dtype, w_dtype, stream_handle(dy),
                                         need_dx, need_dw)
             layer.last_backward_path = path
         dx, dw, db = finish_backward(ctx, layer, dy, dx, dw, (x_dtype, w_dtype, b_dtype), ctx.step)

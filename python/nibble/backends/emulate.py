@@ -1,6 +1,6 @@
 """Recipe quantizers written with torch tensor ops: the fast path for CUDA tensors.
 
-Same rules as nibble's CPU reference (SPEC 2-3, include/nibble/quant/*.hpp), same order of scaling and
+Same rules as nibble's CPU reference (docs/spec.md §2-3, include/nibble/quant/*.hpp), same order of scaling and
 rounding, but float summation orders differ (Hadamard as a matmul, QuEST's std) and random bits come
 from torch's generator instead of Philox, so results match the reference closely, not bit for bit;
 tests/python/test_emulate.py measures how closely. Every result says "torch-emulated".
@@ -15,7 +15,7 @@ EMAX = {"e4m3": 8, "e2m1": 2}
 QUEST_CLIP_PER_SIGMA = 0.48707976
 QUARTET_PRESCALE = 0.75
 QUARTET_RESCALE = 16.0 / 9.0
-NVFP4_RHT_SIGN_MASK = 0x3A5C
+NVFP4_RHT_SIGN_MASK = 0xD7E8  # Transformer Engine's wgrad sign vector, bit j set -> -1
 
 
 def floor_log2(a):
@@ -134,22 +134,24 @@ def nvfp4_signs(device):
 
 
 def quantize_nvfp4(x, block_rows, stochastic=False, generator=None, rht=False):
-    """nvfp4: global s = amax/(6*448); UE4M3 block scale = RN(amax_b/6/s); E2M1 elements. With rht the
-    fixed-sign 16-point Hadamard is applied along columns first; returns values in that rotated domain."""
+    """nvfp4 (Transformer Engine's recipe, docs/recipes.md): S_enc = min(6*448/amax, FLT_MAX) (1 for amax 0 or
+    inf), S_dec = 1/S_enc; UE4M3 block scale = RN(amax_b * (S_enc * fl(1/6))); elements E2M1(x * min(1/(d S_dec),
+    FLT_MAX)). With rht the fixed-sign 16-point Hadamard is applied along columns first and its output rounded
+    to BF16; returns values in that rotated domain."""
     if rht:
-        x = rotate(x, hadamard_matrix(16, nvfp4_signs(x.device), x.device))
+        x = rotate(x, hadamard_matrix(16, nvfp4_signs(x.device), x.device)).to(torch.bfloat16).float()
     r, c = x.shape
+    fmax = torch.finfo(torch.float32).max
     amax = x.abs().amax()
-    s = torch.where(_finite(amax), amax / (6.0 * 448.0), torch.ones_like(amax))
-    s = torch.where(s > 0, s, torch.ones_like(s))
+    s_enc = (torch.full_like(amax, 6.0 * 448.0) / amax).clamp(max=fmax)
+    s_enc = torch.where((amax == 0) | (s_enc == 0) | torch.isnan(amax), torch.ones_like(s_enc), s_enc)
+    s_dec = torch.ones_like(s_enc) / s_enc
     g = x.reshape(r // block_rows, block_rows, c // 16, 16)
     bamax = g.abs().amax(dim=(1, 3), keepdim=True)
-    sc = round_minifloat((bamax / 6.0) / s, "e4m3")  # UE4M3 == E4M3 on non-negative values
-    denom = sc * s
-    safe = torch.where(denom > 0, denom, torch.ones_like(denom))
-    q = round_minifloat(g / safe, "e2m1", stochastic, generator)
-    q = torch.where(denom > 0, q, torch.zeros_like(q))
-    return ((q * sc) * s).reshape(r, c)
+    sc = round_minifloat(bamax * (s_enc * torch.full_like(s_enc, 1.0 / 6.0)), "e4m3")  # UE4M3 == E4M3 here
+    e = (torch.ones_like(sc) / (sc * s_dec)).clamp(max=fmax)
+    q = round_minifloat(g * e, "e2m1", stochastic, generator)
+    return ((q * sc) * s_dec).reshape(r, c)
 
 
 def quest_forward(x, hadamard_size=32, rotate_on=True, quantizer="quest"):

@@ -8,12 +8,12 @@ The GPU half of nibble.torch.Linear(recipe="quartet"); the same calls as src/eng
          a pass whose gradient is not needed gets no copy
   dgrad: Wq^T = backward quantizer of the forward Wq, transposed; dX = epilogue(GEMM(dYq, Wq^T) * 16/9, Mx)
   wgrad: Xq^T from the forward Xq; dW = epilogue(GEMM(dYq^T, Xq^T) * 16/9, Mw)
-One sign seed per layer per step (nibble.torch.quartet_backward_seed) serves both rotations, and the
+One sign seed per layer per step (nibble.seeds.quartet_backward_seed) serves both rotations, and the
 quantizers use the CPU reference's keys, so every quantized operand equals the reference backend's bit
 for bit; results differ from it only by the GEMMs' FP32 accumulation (and BF16 rounding of outputs
 when the inputs are BF16).
 
-Exactness (SPEC 4): an operand pair runs the row-scaled FP8 GEMM while every row's block exponents
+Exactness (docs/spec.md §4): an operand pair runs the row-scaled FP8 GEMM while every row's block exponents
 spread over <= 14 binades. Otherwise both are re-encoded per 1x128 group (VEC128), and when even that
 is inexact (or K % 128 != 0) both are decoded to BF16 (exact) for a BF16 GEMM. Nothing is flushed
 silently: the layer's last_path / last_backward_path say which GEMM ran and why.
@@ -21,34 +21,20 @@ Cost of that choice: one host sync per forward and one per backward (reading the
 Streams: everything runs on torch's current stream of the tensors' device, and the output tensors
 come from torch's caching allocator, so the extension never links libtorch.
 """
-import contextlib
-
 import torch
 
+from .._ext import (KERNEL_INPUT_DTYPES, extension, extension_error, extension_lacks, kernel_input, on_device,
+                    out_dtype, stream_handle)
+from ..seeds import quartet_backward_seed
+from .common import finish_backward, finish_forward, gemm_into
+
 QUARTET_RESCALE = 16.0 / 9.0
-KERNEL_INPUT_DTYPES = (torch.float32, torch.bfloat16)  # the kernels read these directly; others go via FP32
-
-
-_ext = None
-_ext_error = None
-
-
-def extension():
-    """nibble._C, loaded once per process (None if it cannot be imported; see unavailable())."""
-    global _ext, _ext_error
-    if _ext is None and _ext_error is None:
-        from . import load_extension
-        try:
-            _ext = load_extension()
-        except ImportError as e:
-            _ext_error = str(e)
-    return _ext
 
 
 def unavailable(options):
     """Why Linear(recipe="quartet", **options) cannot run this path here (None when it can)."""
     ext = extension()
-    return _ext_error if ext is None else unsupported_reason(ext, options)
+    return extension_error() if ext is None else unsupported_reason(ext, options)
 
 
 def unavailable_for(layer, x):
@@ -61,18 +47,6 @@ def apply(layer, x):
     return QuartetCudaFunction.apply(x, layer.weight, layer.bias, layer)
 
 
-def extension_lacks(ext, binding=None, what=None, source=None):
-    """Why `ext` cannot run a CUDA path: not built, built without CUDA, or (binding given) built before the
-    bindings of `what` in src/bindings/`source` existed; None when it can."""
-    if ext is None:
-        return "nibble._C is not built (configure with -DNIBBLE_PYTHON=ON, see docs/training.md)"
-    if not getattr(ext, "has_cuda", False):
-        return "nibble._C was built without CUDA (nvcc was not found when it was configured)"
-    if binding is not None and not hasattr(ext, binding):
-        return f"nibble._C has no {what} CUDA bindings (built before {source} existed: rebuild it)"
-    return None
-
-
 def unsupported_reason(ext, options):
     """Why this extension/options pair cannot run the CUDA path (None when it can)."""
     lacks = extension_lacks(ext)
@@ -82,60 +56,6 @@ def unsupported_reason(ext, options):
         return (f"hadamard_size {options['hadamard_size']}: the CUDA kernels rotate in 16- or 32-blocks "
                 "(sizes 64 and 128 run in the torch emulation)")
     return None
-
-
-def _kernel_input(t):
-    t = t.detach()
-    if t.dtype not in KERNEL_INPUT_DTYPES:
-        t = t.float()
-    t = t.contiguous()
-    if t.data_ptr() % 16:
-        t = t.clone()  # an offset view; the kernels' vector loads need 16-byte alignment
-    return t
-
-
-def _on_device(t):
-    # CPU tensors only reach here in tests (tests/python/fake_cuda_ext.py stands in for the kernels).
-    return torch.cuda.device(t.device) if t.is_cuda else contextlib.nullcontext()
-
-
-def finish_forward(layer, x, weight, bias, y, path, keep_dtype=False):
-    """The tail every CUDA autograd forward shares: record the path, add the bias, check the output is
-    finite, and return y in x's dtype (keep_dtype: as the GEMM wrote it)."""
-    layer.last_path = path
-    if bias is not None:
-        y = y + bias.to(y.dtype)
-    layer._require_finite(dict(input=x, weight=weight, bias=bias), {"forward output": y})
-    return y if keep_dtype else y.to(x.dtype)
-
-
-def finish_backward(ctx, layer, dy, dx, dw, dtypes, step):
-    """The tail every CUDA autograd backward shares: dX, dW and dB in the input's, weight's and bias's
-    dtypes, checked finite (naming the step)."""
-    x_dtype, w_dtype, b_dtype = dtypes
-    dx = None if dx is None else dx.to(x_dtype)
-    dw = None if dw is None else dw.to(w_dtype)
-    results = {k: v for k, v in (("input gradient", dx), ("weight gradient", dw)) if v is not None}
-    layer._require_finite({"incoming gradient": dy}, results, step)
-    db = dy.sum(0).to(b_dtype) if ctx.needs_input_grad[2] else None
-    return dx, dw, db
-
-
-def require_whole_token_blocks(layer, tokens, block):
-    """The weight gradient's inner dimension is the tokens: a layer that needs it must see whole 1 x block
-    groups of them."""
-    if tokens % block:
-        raise ValueError(f"layer '{layer.layer_name or 'Linear'}': {tokens} tokens is not a multiple of {block}, the "
-                         f"block size of the wgrad GEMM's inner dimension (the weight gradient needs X^T in 1x{block} "
-                         "blocks); pad the batch, or run without the weight's gradient")
-
-
-def _stream(t):
-    return torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else 0
-
-
-def _out_dtype(dtype):
-    return torch.bfloat16 if dtype == torch.bfloat16 else torch.float32
 
 
 class Planes:
@@ -192,7 +112,7 @@ class Operand:
         self.rows_violating, self.groups_violating = host
 
 
-def _read_counts(counts, operands):
+def read_counts(counts, operands):
     for op, host in zip(operands, counts.tolist()):  # the one host sync of the pass
         op.take_counts(host)
 
@@ -210,7 +130,7 @@ def gemm_pair(ext, a, b, out, alpha, pass_, stream):
             for o in (a, b):
                 o.reencode(ext, "group128", stream)
             counts = torch.stack([a.counts, b.counts])
-            _read_counts(counts, (a, b))
+            read_counts(counts, (a, b))
         if k % 128 == 0 and a.groups_violating == 0 and b.groups_violating == 0:
             for o in (a, b):
                 if o.mode != "vec128":
@@ -232,30 +152,6 @@ def gemm_pair(ext, a, b, out, alpha, pass_, stream):
     return f"{pass_} GEMM {gemm_into(ext, args, out, kw, a.mode)}{why}"
 
 
-_NO_FP32_OUTPUT = set()  # scale modes for which cuBLASLt found no FP32-output algorithm (per process)
-
-
-def gemm_into(ext, args, out, kw, key):
-    """ext.gemm_cuda(*args, out, **kw); returns "path [description]". An FP32 `out` for which cuBLASLt has
-    no FP32-output algorithm (remembered per process under `key`, the scale modes) gets a BF16 output
-    copied into it, and the label says so."""
-    if out.dtype == torch.float32 and key not in _NO_FP32_OUTPUT:
-        try:
-            path, desc = ext.gemm_cuda(*args, out, **kw)
-            return f"{path} [{desc}]"
-        except RuntimeError as e:
-            if "has no" not in str(e):
-                raise
-            _NO_FP32_OUTPUT.add(key)  # no FP32-output algorithm for these scale modes: BF16 from now on
-    if out.dtype == torch.float32:
-        tmp = torch.empty(out.shape, dtype=torch.bfloat16, device=out.device)
-        path, desc = ext.gemm_cuda(*args, tmp, **kw)
-        out.copy_(tmp)
-        return f"{path} [{desc}; cuBLASLt has no FP32 output here: BF16 output]"
-    path, desc = ext.gemm_cuda(*args, out, **kw)
-    return f"{path} [{desc}]"
-
-
 def forward(ext, x, w, options, stream):
     """Y = Xq Wq^T for x [T, I], w [O, I] (float32 or bfloat16, contiguous, on one CUDA device).
     Returns (y, x planes, w planes, path); y is bfloat16 when x is, else float32."""
@@ -265,8 +161,8 @@ def forward(ext, x, w, options, stream):
     xo, wo = Operand(xp, "X", counts[0]), Operand(wp, "W", counts[1])
     kernel = xo.fused_forward(ext, x, options, stream)
     wo.fused_forward(ext, w, options, stream)
-    _read_counts(counts, (xo, wo))
-    y = torch.empty(t, o, dtype=_out_dtype(x.dtype), device=dev)
+    read_counts(counts, (xo, wo))
+    y = torch.empty(t, o, dtype=out_dtype(x.dtype), device=dev)
     g = gemm_pair(ext, xo, wo, y, 1.0, "fprop", stream)
     return y, xp, wp, f"cuda quartet forward: {kernel}; {g}"
 
@@ -294,12 +190,12 @@ def backward(ext, dy, xp, wp, options, seed, dx_dtype, dw_dtype, stream, need_dx
     ops = [Operand(p, what, counts[j]) for j, (p, what) in enumerate(x for pr in pairs for x in pr[1:3])]
     for op in ops:
         op.reencode(ext, "row", stream)  # also counts the 1x128 groups when cols % 128 == 0
-    _read_counts(counts, ops)
+    read_counts(counts, ops)
     epi = dict(scale=1.0, hadamard_size=options["hadamard_size"], rotate=options["rotate"], stream=stream)
     grads, paths = [], []
     for j, (pass_, _, _, mask, dtype) in enumerate(pairs):
         a, b = ops[2 * j], ops[2 * j + 1]
-        g = torch.empty(a.p.rows, b.p.rows, dtype=_out_dtype(dtype), device=dev)
+        g = torch.empty(a.p.rows, b.p.rows, dtype=out_dtype(dtype), device=dev)
         paths.append(gemm_pair(ext, a, b, g, QUARTET_RESCALE, pass_, stream))
         out = torch.empty_like(g)
         ext.quartet_epilogue_cuda(g, mask, out, **epi)  # 16/9 is folded into the GEMM's alpha
@@ -316,8 +212,8 @@ class QuartetCudaFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, layer):
         ext = extension()
-        with _on_device(x):
-            y, xp, wp, path = forward(ext, _kernel_input(x), _kernel_input(weight), layer.options, _stream(x))
+        with on_device(x):
+            y, xp, wp, path = forward(ext, kernel_input(x), kernel_input(weight), layer.options, stream_handle(x))
         ctx.save_for_backward(xp.codes, xp.scales, xp.mask, wp.codes, wp.scales, wp.mask)
         ctx.layer, ctx.step, ctx.shapes = layer, int(layer.step), (x.shape[0], x.shape[1], weight.shape[0])
         ctx.dtypes = (x.dtype, weight.dtype, None if bias is None else bias.dtype)
@@ -325,18 +221,18 @@ class QuartetCudaFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy):
-        from .torch import quartet_backward_seed
         layer, step = ctx.layer, ctx.step
         (t, i, o), (x_dtype, w_dtype, b_dtype) = ctx.shapes, ctx.dtypes
         xc, xs, xm, wc, ws, wm = ctx.saved_tensors
         xp, wp = Planes(t, i, None, tensors=(xc, xs, xm)), Planes(o, i, None, tensors=(wc, ws, wm))
         need_dx, need_dw = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-        dyk = _kernel_input(dy)
+        dyk = kernel_input(dy)
         dx = dw = None
         if need_dx or need_dw:
-            with _on_device(dy):
-                dx, dw, path = backward(extension(), dyk, xp, wp, layer.options, quartet_backward_seed(layer.seed, step),
-                                        x_dtype, w_dtype, _stream(dy), need_dx, need_dw)
+            with on_device(dy):
+                seed = quartet_backward_seed(layer.seed, step)
+                dx, dw, path = backward(extension(), dyk, xp, wp, layer.options, seed, x_dtype, w_dtype,
+                                        stream_handle(dy), need_dx, need_dw)
             layer.last_backward_path = path
         dx, dw, db = finish_backward(ctx, layer, dy, dx, dw, (x_dtype, w_dtype, b_dtype), step)
         return dx, dw, db, None

@@ -1,7 +1,7 @@
 """mxfp4 on CUDA tensors through nibble's own kernels and cuBLASLt (the CUDA build of nibble._C:
 src/bindings/bind_cuda_fp4.cpp for the quantizers; the re-encoding, decode and GEMM of bind_cuda.cpp).
 
-The GPU half of nibble.torch.Linear(recipe="mxfp4") (SPEC 2: 1x32 blocks along each GEMM's inner
+The GPU half of nibble.torch.Linear(recipe="mxfp4") (docs/spec.md §2: 1x32 blocks along each GEMM's inner
 dimension, E2M1 elements, E8M0 scales by the layer's mx_scale_rule: ocp = 2^(floor(log2 amax) - 2), or
 round-up = 2^ceil(log2(amax / 6)); round-to-nearest-even in every role, as the reference backend's
 quantize(..., rounding="by-recipe") does for mxfp4). The calls of src/engine/tensor_quantizer_fp4.cu:
@@ -15,20 +15,21 @@ The column-wise copies are blocked along the transposed tensors' inner dimension
 reference backend's requantization of X^T, W^T and dY^T. The kernels read FP32 and BF16 directly (other
 dtypes via FP32), so every quantized operand equals the reference backend's bit for bit.
 
-GEMMs (SPEC 4), as in nibble.quartet_cuda: each MXFP4 operand is re-encoded exactly into E4M3 with one
+GEMMs (docs/spec.md §4), as in nibble.backends.quartet: each MXFP4 operand is re-encoded exactly into E4M3 with one
 power-of-two scale per row and multiplied by cuBLASLt's FP8 GEMM (OUTER_VEC, split accumulation: path
 "emulated-exact (fp8)"). A pair with a row whose block exponents spread over more than 14 binades is
 re-encoded per 1x128 group (VEC128), or, when that is inexact too (or K % 128 != 0), decoded to BF16 for
 an exact BF16 GEMM; last_path / last_backward_path name the path and why. Results differ from the
 reference backend only by the GEMMs' FP32 accumulation (and BF16 outputs for BF16 inputs).
 Cost of that check: one host sync per forward and one per backward (the violation counters).
-Streams and allocation as in nibble.quartet_cuda.
+Streams and allocation as in nibble.backends.quartet.
 """
 import torch
 
-from . import quartet_cuda
-from .quartet_cuda import (extension, finish_backward, finish_forward, gemm_pair, _kernel_input,
-                           KERNEL_INPUT_DTYPES, _on_device, Operand, _out_dtype, Planes, _read_counts, _stream)
+from .._ext import (KERNEL_INPUT_DTYPES, extension, extension_error, extension_lacks, kernel_input, on_device,
+                    out_dtype, stream_handle)
+from .common import finish_backward, finish_forward, require_whole_token_blocks
+from .quartet import Operand, Planes, gemm_pair, read_counts
 
 RECIPES = ("mxfp4",)
 BLOCK = 32  # along every GEMM's inner dimension: in_features (fprop), out_features (dgrad), tokens (wgrad)
@@ -36,14 +37,14 @@ BLOCK = 32  # along every GEMM's inner dimension: in_features (fprop), out_featu
 
 def unsupported_reason(ext):
     """Why the MXFP4 CUDA path cannot run with this extension (None when it can)."""
-    return quartet_cuda.extension_lacks(ext, "quantize_mxfp4_rowcol_cuda", "MXFP4", "bind_cuda_fp4.cpp")
+    return extension_lacks(ext, "quantize_mxfp4_rowcol_cuda", "MXFP4", "bind_cuda_fp4.cpp")
 
 
 def unavailable_for(layer, x):
     """Why Linear(recipe="mxfp4") cannot run this call on the kernels (None when it can). in_features and
     out_features are multiples of 32 for every mxfp4 layer; tokens are checked where a gradient needs them."""
     ext = extension()
-    return quartet_cuda._ext_error if ext is None else unsupported_reason(ext)
+    return extension_error() if ext is None else unsupported_reason(ext)
 
 
 def apply(layer, x):
@@ -71,11 +72,11 @@ def _gemms(ext, pairs, dev, stream):
     ops = [Operand(p, what, counts[j]) for j, (p, what) in enumerate(x for pr in pairs for x in pr[1:3])]
     for op in ops:
         op.reencode(ext, "row", stream)  # also counts the 1x128 groups when cols % 128 == 0
-    _read_counts(counts, ops)
+    read_counts(counts, ops)
     outs, labels = [], []
     for j, (pass_, _, _, dtype) in enumerate(pairs):
         a, b = ops[2 * j], ops[2 * j + 1]
-        out = torch.empty(a.p.rows, b.p.rows, dtype=_out_dtype(dtype), device=dev)
+        out = torch.empty(a.p.rows, b.p.rows, dtype=out_dtype(dtype), device=dev)
         labels.append(gemm_pair(ext, a, b, out, 1.0, pass_, stream))
         outs.append(out)
     return outs, labels
@@ -116,10 +117,10 @@ class Mxfp4CudaFunction(torch.autograd.Function):
         ext = extension()
         need_dx, need_dw = grad_enabled and ctx.needs_input_grad[0], grad_enabled and ctx.needs_input_grad[1]
         if need_dw:
-            quartet_cuda.require_whole_token_blocks(layer, x.shape[0], BLOCK)
-        with _on_device(x):
-            y, xtp, wtp, path = forward(ext, _kernel_input(x), _kernel_input(weight), layer.options, need_dw,
-                                        need_dx, _stream(x))
+            require_whole_token_blocks(layer, x.shape[0], BLOCK)
+        with on_device(x):
+            y, xtp, wtp, path = forward(ext, kernel_input(x), kernel_input(weight), layer.options, need_dw,
+                                        need_dx, stream_handle(x))
         ctx.save_for_backward(*((None, None) if xtp is None else (xtp.codes, xtp.scales)),
                               *((None, None) if wtp is None else (wtp.codes, wtp.scales)))
         ctx.layer, ctx.step = layer, layer.step.clone()  # read (host sync) only to name a failing step
@@ -135,12 +136,13 @@ class Mxfp4CudaFunction(torch.autograd.Function):
         wtp = None if wtc is None else Planes(i, o, None, tensors=(wtc, wts, None))
         need_dx, need_dw = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         if (need_dx and wtp is None) or (need_dw and xtp is None):  # forward makes them whenever grad is on
-            raise RuntimeError("nibble.mxfp4_cuda: a gradient is needed whose column-wise copy forward did not make")
+            raise RuntimeError("nibble.backends.mxfp4: a gradient is needed whose column-wise copy forward did "
+                               "not make")
         dx = dw = None
         if need_dx or need_dw:
-            with _on_device(dy):
-                dx, dw, path = backward(extension(), _kernel_input(dy), xtp, wtp, layer.options, x_dtype, w_dtype,
-                                        _stream(dy), need_dx, need_dw)
+            with on_device(dy):
+                dx, dw, path = backward(extension(), kernel_input(dy), xtp, wtp, layer.options, x_dtype, w_dtype,
+                                        stream_handle(dy), need_dx, need_dw)
             layer.last_backward_path = path
         dx, dw, db = finish_backward(ctx, layer, dy, dx, dw, (x_dtype, w_dtype, b_dtype), ctx.step)
         return dx, dw, db, None, None

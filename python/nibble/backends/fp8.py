@@ -7,7 +7,7 @@ The GPU half of nibble.torch.Linear for those recipes; the calls of src/engine/t
   dgrad: dY is quantized in one pass into dY (row-wise, when dX is needed) and dY^T (column-wise, when
          dW is); dX = GEMM(dY, W^T)
   wgrad: dW = GEMM(dY^T, X^T)
-Recipes (SPEC 2, the same rules as the reference backend):
+Recipes (docs/spec.md §2, the same rules as the reference backend):
   fp8-current  per tensor, hybrid (E4M3 X and W, E5M2 dY): the amax pass, then the cast pass deriving
                s_enc = fmax / amax on the device (two launches, no host round trip)
   fp8-delayed  per tensor, hybrid: s_enc from the module's amax history (its amax_history / amax_filled
@@ -25,13 +25,12 @@ results differ from it only by the GEMMs' accumulation (and the BF16 outputs of 
 Host syncs: none for fp8-current and fp8-block. fp8-delayed needs to know whether a role's history is
 empty (the one-shot rule) and reads amax_filled back only until each role has recorded once: the layer
 remembers non-empty histories (_history_nonempty), and load_state_dict forgets them. Streams and
-allocation as in nibble.quartet_cuda.
+allocation as in nibble.backends.quartet.
 """
 import torch
 
-from . import quartet_cuda
-from .quartet_cuda import (_on_device, _out_dtype, _stream, extension, extension_lacks, finish_backward,
-                           finish_forward)
+from .._ext import bf16_input, extension, extension_error, extension_lacks, on_device, out_dtype, stream_handle
+from .common import finish_backward, finish_forward, gemm_into
 
 RECIPES = ("fp8-current", "fp8-delayed", "fp8-block")
 HYBRID_FORMAT = {"x": "e4m3", "w": "e4m3", "dy": "e5m2"}
@@ -57,22 +56,13 @@ def unavailable_for(layer, x):
     """Why Linear(recipe in RECIPES) cannot run this call x [tokens, in_features] here (None when it can)."""
     ext = extension()
     if ext is None:
-        return quartet_cuda._ext_error
+        return extension_error()
     return unsupported_reason(ext, (x.shape[0], layer.in_features, layer.out_features))
 
 
 def apply(layer, x):
     """y = x W^T (+ b) for x [tokens, in_features] on a CUDA device."""
     return Fp8CudaFunction.apply(x, layer.weight, layer.bias, layer, torch.is_grad_enabled())
-
-
-def _bf16(t, name, notes):
-    t = t.detach()
-    if t.dtype != torch.bfloat16:
-        notes.append(f"{name} {str(t.dtype).replace('torch.', '')} -> BF16")
-        t = t.to(torch.bfloat16)
-    t = t.contiguous()
-    return t.clone() if t.data_ptr() % 16 else t  # an offset view; the kernels' vector loads need 16 bytes
 
 
 def _conversions(notes):
@@ -173,7 +163,7 @@ def gemm(ext, a, a_copy, b, b_copy, out, pass_, stream):
     (ac, asc), (bc, bsc) = a.copy(a_copy), b.copy(b_copy)
     kw = dict(a_dtype=a.fmt, b_dtype=b.fmt, a_scale_mode=a.mode, b_scale_mode=b.mode, alpha=1.0, pass_=pass_,
               accumulation="default", operands="native", stream=stream)
-    return f"{pass_} GEMM " + quartet_cuda.gemm_into(ext, (ac, asc, bc, bsc), out, kw, f"{a.mode} x {b.mode}")
+    return f"{pass_} GEMM " + gemm_into(ext, (ac, asc, bc, bsc), out, kw, f"{a.mode} x {b.mode}")
 
 
 def forward(ext, layer, x, w, need_xt, need_wt, stream):
@@ -181,11 +171,11 @@ def forward(ext, layer, x, w, need_xt, need_wt, stream):
     copies X^T (for wgrad) / W^T (for dgrad). Returns (y, X operand, W operand, path); y is BF16 when x is,
     else FP32. Only the column-wise copies stay in the operands."""
     notes = []
-    xb, wb = _bf16(x, "X", notes), _bf16(w, "W", notes)
+    xb, wb = bf16_input(x, "X", notes), bf16_input(w, "W", notes)
     filled = _history_nonempty(layer, ("x", "w")) if layer.recipe == "fp8-delayed" else (False, False)
     xq, kx = quantize(ext, layer, xb, "x", True, need_xt, filled[0], stream)
     wq, kw = quantize(ext, layer, wb, "w", True, need_wt, filled[1], stream)
-    y = torch.empty(x.shape[0], w.shape[0], dtype=_out_dtype(x.dtype), device=x.device)
+    y = torch.empty(x.shape[0], w.shape[0], dtype=out_dtype(x.dtype), device=x.device)
     g = gemm(ext, xq, "row", wq, "row", y, "fprop", stream)
     for op in (xq, wq):
         op.row = op.row_scale = None  # fprop's copies: not needed any more
@@ -195,17 +185,17 @@ def forward(ext, layer, x, w, need_xt, need_wt, stream):
 def backward(ext, layer, dy, xq, wq, need_dx, need_dw, dx_dtype, dw_dtype, stream):
     """dX [T, I] and dW [O, I] (None where not needed) from dy [T, O] and the forward's column-wise copies."""
     notes = []
-    dyb = _bf16(dy, "dY", notes)
+    dyb = bf16_input(dy, "dY", notes)
     (t, o), i = dy.shape, (xq.col if xq.col is not None else wq.col).shape[0]
     filled = _history_nonempty(layer, ("dy",))[0] if layer.recipe == "fp8-delayed" else False
     dyq, kernel = quantize(ext, layer, dyb, "dy", need_dx, need_dw, filled, stream)
     dx = dw = None
     paths = [f"dY {kernel}"]
     if need_dx:
-        dx = torch.empty(t, i, dtype=_out_dtype(dx_dtype), device=dy.device)
+        dx = torch.empty(t, i, dtype=out_dtype(dx_dtype), device=dy.device)
         paths.append(gemm(ext, dyq, "row", wq, "col", dx, "dgrad", stream))
     if need_dw:
-        dw = torch.empty(o, i, dtype=_out_dtype(dw_dtype), device=dy.device)
+        dw = torch.empty(o, i, dtype=out_dtype(dw_dtype), device=dy.device)
         paths.append(gemm(ext, dyq, "col", xq, "col", dw, "wgrad", stream))
     return dx, dw, f"cuda {layer.recipe} backward{_conversions(notes)}: " + "; ".join(paths)
 
@@ -220,8 +210,8 @@ class Fp8CudaFunction(torch.autograd.Function):
     def forward(ctx, x, weight, bias, layer, grad_enabled):
         ext = extension()
         need_dx, need_dw = grad_enabled and ctx.needs_input_grad[0], grad_enabled and ctx.needs_input_grad[1]
-        with _on_device(x):
-            y, xq, wq, path = forward(ext, layer, x, weight, need_dw, need_dx, _stream(x))
+        with on_device(x):
+            y, xq, wq, path = forward(ext, layer, x, weight, need_dw, need_dx, stream_handle(x))
         ctx.save_for_backward(xq.col, xq.col_scale, wq.col, wq.col_scale)
         ctx.layer, ctx.step = layer, layer.step.clone()  # read (host sync) only to name a failing step
         ctx.kinds = ((xq.fmt, xq.mode), (wq.fmt, wq.mode))
@@ -236,9 +226,9 @@ class Fp8CudaFunction(torch.autograd.Function):
         need_dx, need_dw = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         dx = dw = None
         if need_dx or need_dw:
-            with _on_device(dy):
+            with on_device(dy):
                 dx, dw, path = backward(extension(), layer, dy, xq, wq, need_dx, need_dw, x_dtype, w_dtype,
-                                        _stream(dy))
+                                        stream_handle(dy))
             layer.last_backward_path = path
         dx, dw, db = finish_backward(ctx, layer, dy, dx, dw, (x_dtype, w_dtype, b_dtype), ctx.step)
         return dx, dw, db, None, None

@@ -1,65 +1,15 @@
-"""The two ways nibble.torch quantizes: the compiled CPU reference (nibble._C) and the torch emulation.
-(The CUDA paths through nibble's own kernels, nibble.quartet_cuda for quartet and nibble.fp8_cuda for
-fp8-current / fp8-delayed / fp8-block, have their own autograd functions, since their operands stay
-quantized on the device.)
-
-Both expose the same small interface, returning tensors on the input's device:
-  plain(x, recipe, role, seed, history, rht)      -> values in the GEMM's domain (rotated where rht)
-  quartet_forward(x)                               -> (values in the rotated domain, bool trust mask)
-  quartet_backward(x, seed, stochastic)            -> rotated, 3/4-prescaled values
-  quartet_epilogue(g, mask)                        -> inverse rotation of (g * 16/9 masked)
-`path` names what produced the numbers ("cpu-reference" or "torch-emulated").
-"""
+"""The torch emulation of every recipe as a backend of nibble.torch: the interface of
+nibble.backends.reference as torch ops, so CUDA tensors stay on the GPU (close to, not bit-equal to, the
+reference). Needs neither nibble._C nor NumPy."""
 import torch
 
 from . import emulate
 
+# The recipes this emulation implements (nibble.torch's list when nibble._C is not built; otherwise the
+# extension's, which a test checks against this one).
+RECIPES = ("bf16", "fp8-delayed", "fp8-current", "fp8-block", "mxfp8", "nvfp4", "mxfp4", "quartet")
 PER_TENSOR = ("bf16", "fp8-delayed", "fp8-current")
 FP8_FMAX = {"x": 448.0, "w": 448.0, "dy": 57344.0}  # hybrid: E5M2 for gradients
-
-
-def _np(t):
-    return t.detach().to("cpu", torch.float32).contiguous().numpy()
-
-
-def _from_np(a, like):
-    import numpy as np  # only the reference backend needs NumPy (the CUDA path does not)
-    return torch.from_numpy(np.array(a, copy=True)).to(like.device)
-
-
-class ReferenceBackend:
-    """nibble's CPU reference through nibble._C (host copies for non-CPU tensors)."""
-    path = "cpu-reference"
-
-    def __init__(self, ext, options):
-        self.ext, self.o = ext, options
-
-    def _back(self, a, like):
-        return _from_np(a, like)
-
-    def plain(self, x, recipe, role, seed, history=None, rht=False):
-        d = self.ext.quantize(_np(x), recipe, role, seed=seed, rounding="by-recipe",
-                              mx_scale_rule=self.o["mx_scale_rule"], nvfp4_rht=rht, margin=self.o["margin"],
-                              amax_history=None if history is None else _np(history.reshape(1, -1))[0],
-                              window=self.o["window"])
-        return self._back(d["values"], x), float(d["amax"]), d["produced_by"]
-
-    def quartet_forward(self, x):
-        d = self.ext.quantize(_np(x), "quartet", "x", hadamard_size=self.o["hadamard_size"],
-                              rotate=self.o["rotate"], forward_quantizer=self.o["forward_quantizer"])
-        return self._back(d["values"], x), self._back(d["mask"], x).bool(), d["produced_by"]
-
-    def quartet_backward(self, x, seed, stochastic):
-        d = self.ext.quantize(_np(x), "quartet", "dy", seed=seed, hadamard_size=self.o["hadamard_size"],
-                              rotate=self.o["rotate"], rounding="stochastic" if stochastic else "nearest")
-        return self._back(d["values"], x), d["produced_by"]
-
-    def quartet_epilogue(self, g, mask):
-        if not self.o["rotate"]:
-            return g * self.ext.quartet_gemm_rescale * mask
-        out = self.ext.quartet_epilogue(_np(g), mask.to("cpu", torch.uint8).contiguous().numpy(),
-                                        self.o["hadamard_size"])
-        return self._back(out, g)
 
 
 class EmulatedBackend:
