@@ -27,10 +27,11 @@ vpy="$PWD/$venv/bin/python"
 # so Debian's NumPy (which python3-torch is built against) stays.
 "$vpy" -m pip install -q --no-deps "ml_dtypes==0.5.1"
 launcher=()
-command -v ccache >/dev/null 2>&1 && launcher=(-C cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache
-                                               -C cmake.define.CMAKE_CUDA_COMPILER_LAUNCHER=ccache)
-env -u PYTHONPATH -u NIBBLE_BUILD_DIR "$vpy" -m pip install -q . -C build-dir="$build" \
-  -C cmake.define.NIBBLE_CUDA="$cuda" "${launcher[@]}"
+# (--config-settings: Debian 12's pip 23.0 predates its short form -C.)
+command -v ccache >/dev/null 2>&1 && launcher=(--config-settings=cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache
+  --config-settings=cmake.define.CMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+env -u PYTHONPATH -u NIBBLE_BUILD_DIR "$vpy" -m pip install -q . --config-settings=build-dir="$build" \
+  --config-settings=cmake.define.NIBBLE_CUDA="$cuda" "${launcher[@]}"
 # From outside the checkout, so `import nibble` can only find the installed package.
 root="$PWD"
 cd "$venv"

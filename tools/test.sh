@@ -4,7 +4,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
 ctest --test-dir build --output-on-failure -j "$(nproc)"
-# The PyTorch layer (python/nibble) on CPU tensors, against the CPU reference.
-bash tools/python_test.sh
-# The same suite against the package as users get it: `pip install .` into a fresh virtual env.
+# The PyTorch layer on CPU tensors, against the CPU reference, through the package as users get it:
+# `pip install .` into a fresh virtual env (tools/python_test.sh runs the same suite from a build tree).
 bash tools/pip_test.sh

@@ -31,7 +31,7 @@ struct BenchArgs {
   bool no_fp8 = false, no_fp4 = false;
   std::string baseline;  // empty: fp8-delayed when benchmarked, else bf16, else the first recipe
   int iters = 20, warmup = 3;
-  int repeat = 1;  // sweeps, the recipes rotated each time (bench/sweeps.hpp)
+  int repeat = 1;  // sweeps, the recipes rotated each time (results/sweeps.hpp)
   int grad_accum = 1;     // micro-batches per optimizer step
   std::string keep_bf16;  // layer plan: "first:K,last:L[,lm_head]"
   double warmup_ms = 0;
@@ -137,7 +137,7 @@ int run_bench(const BenchArgs& a) {
         "blocks with each block's plan (the per-layer columns are one block under the recipe)",
         nibble::bench::to_string(plan), plan.bf16_first, w.layers - plan.bf16_last + 1, w.layers, w.layers));
   if (plan.bf16_lm_head)
-    result.notes.push_back("--keep-bf16 lm_head: the LM head runs BF16 in every recipe already (docs/spec.md section 3)");
+    result.notes.push_back("--keep-bf16 lm_head: the LM head runs BF16 in every recipe already (docs/spec.md §3)");
   const std::string table = nibble::report::render_terminal(result);
   std::fwrite(table.data(), 1, table.size(), stdout);
   if (!a.json.empty()) nibble::report::write_json(a.json, result);

@@ -16,8 +16,13 @@ std::string label(const bench::BenchResult& r) {
 }
 // The model's name when `model` is the usual object, else the whole value (a file may hold anything
 // there; json::value() throws on non-objects: found by fuzz_bench_result).
+// Where the config came from (`source`: a preset's citation, a file path) is not part of the model's
+// identity: the same dimensions from a preset and from a config.json are the same workload.
 nlohmann::json model_identity(const nlohmann::json& m) {
-  return m.is_object() ? m.value("model", nlohmann::json()) : m;
+  if (!m.is_object()) return m;
+  nlohmann::json id = m.value("model", nlohmann::json());
+  if (id.is_object()) id.erase("source");
+  return id;
 }
 }  // namespace
 

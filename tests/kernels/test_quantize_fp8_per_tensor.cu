@@ -2,7 +2,7 @@
 // nibble::quant's shared functions: amax, scales, row-wise and column-wise codes, stochastic rounding.
 #include <gtest/gtest.h>
 
-#include <deque>
+#include "nibble/quant/amax_history.hpp"
 
 #include "gpu_test_support.hpp"
 #include "nibble/kernels/quantize_fp8.hpp"
@@ -138,8 +138,9 @@ TEST(QuantizeFp8PerTensor, CurrentScalingBothPaths) {
   }
 }
 
-// Several steps of delayed scaling against a host simulation of quant::AmaxHistory's contract:
-// quantize with the scale from the previous `window` steps' finite amaxes, then record this step's.
+// Several steps of delayed scaling against quant::AmaxHistory (Transformer Engine's rule): scale 1 on
+// the first step, then the scale from the last `window` amaxes; a zero or non-finite history max
+// (the NaN of step 3 stays in the window for 3 steps) keeps the previous scale.
 TEST(QuantizeFp8PerTensor, DelayedScalingOverSteps) {
   NIBBLE_REQUIRE_GPU();
   auto rng = fresh_rng();
@@ -151,11 +152,10 @@ TEST(QuantizeFp8PerTensor, DelayedScalingOverSteps) {
   ds.upload({1.0f});
   dsi.upload({1.0f});
   const nc::Fp8DelayedState st{hist.ptr, window, ds.ptr, dsi.ptr};
-  std::deque<float> host_hist;
-  float host_scale = 1.0f;
+  nq::AmaxHistory host(window, margin);
   std::uniform_int_distribution<int> amp(-6, 6);
   for (int64_t step = 0; step < 7; ++step) {
-    auto x = make_bf16_tensor(rng, rows, cols, step == 3);  // step 3 has NaN: must not be recorded
+    auto x = make_bf16_tensor(rng, rows, cols, step == 3);  // step 3 has NaN: the scale holds
     for (auto& b : x) b = nibble::fmt::encode_bf16(bf16f(b) * std::ldexp(1.0f, amp(rng)));
     DeviceBuffer<uint16_t> dx(x.size());
     dx.upload(x);
@@ -165,13 +165,12 @@ TEST(QuantizeFp8PerTensor, DelayedScalingOverSteps) {
     nc::quantize_fp8_delayed(dx.ptr, rows, cols, f, st, step, {row.ptr, col.ptr}, SrKey{}, nullptr);
     nc::update_fp8_delayed_scale(st, step, f, margin, nullptr);
     SCOPED_TRACE(::testing::Message() << "step " << step);
-    expect_copies("delayed", reference_cast(x, rows, cols, f, host_scale, SrKey{}), row, col, x, rows, cols);
     const float a = host_amax(x);
-    host_hist.push_back(nq::is_finite(a) ? a : 0.0f);  // the window counts steps; NaN contributes 0
-    if (static_cast<int>(host_hist.size()) > window) host_hist.pop_front();
-    float m = 0.0f;
-    for (float v : host_hist) m = std::max(m, v);
-    host_scale = nq::per_tensor_encode_scale(nq::element_max(f), m, margin);
+    const float step_scale = host.encode_scale(nq::element_max(f), a);
+    if (step == 0) EXPECT_EQ(step_scale, 1.0f);
+    expect_copies("delayed", reference_cast(x, rows, cols, f, step_scale, SrKey{}), row, col, x, rows, cols);
+    host.record(a, nq::element_max(f));
+    const float host_scale = host.encode_scale(nq::element_max(f), a);
     auto ctx = [](size_t) { return "per-tensor scalar"; };
     EXPECT_TRUE(same_bits("scale", ds.download(), std::vector<float>{host_scale}, ctx));
     EXPECT_TRUE(same_bits("scale_inv", dsi.download(), std::vector<float>{nq::per_tensor_decode_scale(host_scale)}, ctx));

@@ -1,5 +1,5 @@
 // Renderings: terminal, CSV schema, self-contained HTML, comparison.
-#include "bench/handmade_result.hpp"
+#include "results/handmade_result.hpp"
 #include "nibble/results/aggregate.hpp"
 #include "nibble/report.hpp"
 #include "nibble/report/interpretation.hpp"
@@ -286,6 +286,13 @@ TEST(Compare, SideBySideRatios) {
   EXPECT_TRUE(has(c3, "note: A's rows are medians over 1 sweep(s), B's over 3 (nibble bench --repeat)")) << c3;
   a.sweeps = 3;
   EXPECT_FALSE(has(render_comparison(a, b), "note: A's rows are medians")) << render_comparison(a, b);
+  // Where a config came from is not its identity; its dimensions are.
+  const std::string differ = "note: the two results are for different models or batches";
+  a.model = {{"model", {{"name", "tiny"}, {"hidden_size", 512}, {"source", "preset"}}}};
+  b.model = {{"model", {{"name", "tiny"}, {"hidden_size", 512}, {"source", "config.json"}}}};
+  EXPECT_FALSE(has(render_comparison(a, b), differ)) << render_comparison(a, b);
+  b.model["model"]["hidden_size"] = 1024;
+  EXPECT_TRUE(has(render_comparison(a, b), differ)) << render_comparison(a, b);
 }
 
 // The run's own timing variation: BF16's GEMMs timed in the pre-quantized and the step rows. When the

@@ -1,5 +1,5 @@
 // Atomic writes and the up-front writability check.
-#include "bench/handmade_result.hpp"
+#include "results/handmade_result.hpp"
 #include "nibble/report.hpp"
 #include "test_seed.hpp"
 

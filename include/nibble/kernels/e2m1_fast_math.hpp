@@ -35,44 +35,6 @@ NIBBLE_HD constexpr uint8_t encode_e2m1_fast(float x) {
   return static_cast<uint8_t>(((b >> 28) & 0x8u) | code);
 }
 
-// RN(v / d) without a division per element: with r = RN(1 / d) computed once for a block,
-// q0 = RN(v r), e = v - d q0 (exact: one FMA) and q = RN(q0 + e r) is the correctly rounded
-// quotient (Markstein's correction step). Used by the NVFP4 quantizer, whose element rule divides by
-// the block's decode scale d. Exact while nothing under- or overflows, which the callers ensure:
-// d in [kRecipDivMin, kRecipDivMax], and |q0| < 8 (a larger q0 means |v / d| > 5, where every E2M1
-// encoder saturates, and q0 may be inf). With d >= 2^-60, every quotient of 2^-40 or more has
-// |v| >= 2^-100, so e is exact; smaller quotients may be off by one ulp, which changes neither the
-// nearest E2M1 code (0) nor the stochastic one (its round-up threshold is 0 below 2^-33). Callers
-// take the plain division outside that range (d NaN, 0, tiny or huge) and the sign from v (a zero
-// v gives +0 here). Checked against v / d on the CPU (tests/kernels/test_e2m1_fast_math.cu: every
-// UE4M3 block scale times random global scales, quotients on and next to every E2M1 threshold, all
-// mantissas of v in a binade) and through the NVFP4 kernel tests on the GPU.
-inline constexpr float kRecipDivMin = 0x1p-60f;
-inline constexpr float kRecipDivMax = 0x1p100f;
-NIBBLE_HD float div_rn_by_recip(float v, float d, float r) {
-#ifdef __CUDA_ARCH__
-  const float q0 = __fmul_rn(v, r);
-  return __fmaf_rn(__fmaf_rn(-d, q0, v), r, q0);
-#else
-  const float q0 = v * r;
-  return std::fma(std::fma(-d, q0, v), r, q0);
-#endif
-}
-
-// The quotient of quant::nvfp4_block_scale_code, (amax / 6) / s, by two reciprocal divisions
-// (rs = RN(1 / s), computed once per tensor): bit-identical to the two IEEE divisions when amax is
-// in [kScaleQuotientAmaxMin, FLT_MAX], s in [kRecipDivMin, kRecipDivMax] and the result is below
-// kScaleQuotientMax (amax / 6 >= 2^-39 keeps its residual exact; a quotient under 2^-40 may be one
-// ulp off, far below UE4M3's smallest rounding threshold 2^-10, so the code is the same). A larger
-// result (the first product may overflow to inf, giving NaN) means the caller divides instead.
-// Checked against the divisions on the CPU (tests/kernels/test_e2m1_fast_math.cu).
-inline constexpr float kScaleQuotientAmaxMin = 0x1p-36f;
-inline constexpr float kScaleQuotientMax = 0x1p100f;
-inline constexpr float kRecipSix = 1.0f / 6.0f;
-NIBBLE_HD float nvfp4_scale_quotient_by_recip(float amax, float s, float rs) {
-  return div_rn_by_recip(div_rn_by_recip(amax, 6.0f, kRecipSix), s, rs);
-}
-
 // Two codes packed as one byte, low nibble = the first (even-column) element, as the MXFP4 / NVFP4
 // code planes store them.
 NIBBLE_HD constexpr uint8_t encode_e2m1x2_fast(float even, float odd) {

@@ -1,4 +1,4 @@
-// Delayed scaling state for fp8-delayed (docs/spec.md 2), as Transformer Engine 2.x DelayedScaling
+// Delayed scaling state for fp8-delayed (docs/spec.md §2), as Transformer Engine 2.x DelayedScaling
 // (transformer_engine/common/recipe/delayed_scaling.cu): the amaxes of the last `window` steps and
 // the current encode scale. Each step quantizes with the current scale, THEN records its amax and
 // updates the scale: s_enc = (fmax * 2^-margin) / max(history) when that max is finite and > 0,

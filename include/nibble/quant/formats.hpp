@@ -8,7 +8,7 @@ namespace nibble::quant {
 enum class ElementFormat : uint8_t { bf16, e4m3, e5m2, e2m1 };
 enum class ScaleFormat : uint8_t { none, fp32, e8m0, ue4m3 };
 
-// MX scale exponent rules (docs/spec.md 2, docs/recipes.md): ocp = 2^(floor(log2 amax) - emax_elem),
+// MX scale exponent rules (docs/spec.md §2, docs/recipes.md): ocp = 2^(floor(log2 amax) - emax_elem),
 // which can clip values in (fmax, 2^(emax+1)) * X to fmax; te = Transformer Engine's rule, the E8M0 of
 // the float product amax * fl(1/fmax) rounded up when its significand is non-zero (never clips a
 // normal product). mxfp8 defaults to te, mxfp4 to ocp (quant::default_mx_scale_rule).

@@ -140,7 +140,7 @@ struct MemoryUsage {
   int64_t measured_bytes = 0;
 };
 
-// One recipe and mode over repeated sweeps (bench/sweeps.hpp): each sweep's per-layer time and speedup
+// One recipe and mode over repeated sweeps (results/sweeps.hpp): each sweep's per-layer time and speedup
 // over the BF16 of the same sweep, in sweep order.
 struct SweepSummary {
   std::string recipe;
@@ -151,7 +151,7 @@ struct SweepSummary {
 
 // Which transformer blocks keep BF16 whatever the recipe (`nibble bench --keep-bf16 first:K,last:L`), as
 // low-precision pretraining recipes keep the first and last blocks in BF16. The LM head runs BF16 in every
-// recipe already (docs/spec.md section 3); lm_head records that the plan asked for it.
+// recipe already (docs/spec.md §3); lm_head records that the plan asked for it.
 struct LayerPlan {
   int64_t bf16_first = 0;
   int64_t bf16_last = 0;
