@@ -4,7 +4,7 @@ upcasts to BF16), next to torch BF16 matmul in the same run.
 
     python benchmarks/triton_dot_scaled_mxfp4.py [--reps 20] [--warmup 5] [--json FILE]
 
-Shapes follow SPEC section 5 (M x K x N; C[M, N] = A[M, K] * B[N, K]^T). Operands: E2M1 codes packed two
+Shapes follow docs/spec.md §5 (M x K x N; C[M, N] = A[M, K] * B[N, K]^T). Operands: E2M1 codes packed two
 per byte along K (first element in the low nibble, as tl.dot_scaled documents), E8M0 scales per 32
 along K; random, non-zero, prepared outside the timed region and rotated over 3 sets. A small
 correctness check against a torch reference runs first and aborts on mismatch.

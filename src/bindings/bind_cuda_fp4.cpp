@@ -1,7 +1,7 @@
 // CUDA bindings of the mxfp4 recipe's quantizers (built when NIBBLE_HAVE_CUDA): thin wrappers over
 // nibble::cuda::quantize_mxfp4 and quantize_mxfp4_rowcol (include/nibble/kernels/quantize_fp4.hpp).
 // Together with reencode_mxfp4_e4m3_cuda, decode_mxfp4_bf16_cuda and gemm_cuda (bind_cuda.cpp) they
-// are what python/nibble/mxfp4_cuda.py strings into the autograd of nibble.torch.Linear(recipe="mxfp4").
+// are what python/nibble/backends/mxfp4.py strings into the autograd of nibble.torch.Linear(recipe="mxfp4").
 //
 // Same conventions as bind_cuda.cpp: arrays through DLPack, outputs allocated by the caller, every
 // argument checked (dtype, shape, contiguity, alignment; the device last), the GIL released, the call

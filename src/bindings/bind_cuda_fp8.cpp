@@ -1,7 +1,7 @@
 // CUDA bindings of the FP8 recipes (built when NIBBLE_HAVE_CUDA): thin wrappers over nibble::cuda's
 // per-tensor quantizers (fp8-current, fp8-delayed with its amax history) and fp8-block quantizers
 // (include/nibble/kernels/quantize_fp8.hpp). Together with gemm_cuda (bind_cuda.cpp) they are what
-// python/nibble/fp8_cuda.py strings into the autograd of nibble.torch.Linear for those recipes.
+// python/nibble/backends/fp8.py strings into the autograd of nibble.torch.Linear for those recipes.
 //
 // Same conventions as bind_cuda.cpp: arrays through DLPack, outputs allocated by the caller, every
 // argument checked (dtype, shape, contiguity, alignment; the device last), the GIL released, the call

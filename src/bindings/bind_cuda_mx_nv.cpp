@@ -1,8 +1,8 @@
 // CUDA bindings of the two recipes Hopper can only emulate (built when NIBBLE_HAVE_CUDA): thin wrappers
 // over nibble::cuda's MXFP8 quantizer and decode (include/nibble/kernels/quantize_fp8.hpp) and NVFP4
-// quantizer and decode (include/nibble/kernels/quantize_nvfp4.hpp). SPEC 4: no MXFP8 / NVFP4 GEMM before
+// quantizer and decode (include/nibble/kernels/quantize_nvfp4.hpp). docs/spec.md §4: no MXFP8 / NVFP4 GEMM before
 // sm_100 and no exact FP8 re-encoding, so the exact emulation decodes both to BF16 (exact) for a BF16
-// gemm_cuda (bind_cuda.cpp); python/nibble/decoded_cuda.py strings them into nibble.torch.Linear.
+// gemm_cuda (bind_cuda.cpp); python/nibble/backends/decoded.py strings them into nibble.torch.Linear.
 //
 // Same conventions as bind_cuda.cpp: arrays through DLPack, outputs allocated by the caller, every
 // argument checked (dtype, shape, contiguity, alignment; the device last), the GIL released, the call

@@ -1,4 +1,4 @@
-// CPU reference bindings: `quantize` by recipe/role/options (SPEC 2-3), the Hadamard rotation and
+// CPU reference bindings: `quantize` by recipe/role/options (docs/spec.md §2-3), the Hadamard rotation and
 // Quartet's backward epilogue. Every result names the path that produced it ("produced_by").
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/optional.h>

@@ -6,6 +6,7 @@
 #include "device_buffer.hpp"
 #include "nibble/kernels/quantize_fp4.hpp"
 #include "nibble/kernels/quantize_nvfp4.hpp"
+#include "nibble/quant/recipe.hpp"
 #include "nibble/quant/recipe_list.hpp"
 #include "reencoded_operand.hpp"
 #include "tensor_quantizer.hpp"

@@ -5,6 +5,7 @@
 #include "device_buffer.hpp"
 #include "nibble/kernels/quantize_fp8.hpp"
 #include "nibble/kernels/scale_layout.hpp"
+#include "nibble/quant/recipe.hpp"
 #include "tensor_quantizer.hpp"
 
 namespace nibble::engine {

@@ -5,9 +5,9 @@
    and *.json files, every token that starts at a top-level folder of the repository (src, include,
    tests, docs, tools, benchmarks, data, python, train, fuzz, experiments) and ends with a file
    extension or '/' must name a file or folder of the checkout that git tracks or will track (not
-   ignored). A token stops at the first character that
-   cannot be part of a path, so placeholders and globs keep their literal prefix: for
-   "docs/results/<gpu>-<date>/" the folder "docs/results/" is checked.
+   ignored). A token stops at the first character that cannot be part of a path, so placeholders and
+   globs keep their literal prefix: for "docs/results/<gpu>-<date>/" the folder "docs/results/" is
+   checked. A path in another repository is best written as its URL, which is not checked.
 2. Development history: no such text file other than CHANGELOG.md mentions development sessions,
    numbered runs or issues, the removed docs/perf folder, or the spec by its old name (cite docs/spec.md).
 

@@ -211,7 +211,7 @@ class FakeCudaExt:
     # ---- mxfp8 and nvfp4 (bind_cuda_mx_nv.cpp) ---------------------------------------------------------
 
     def quantize_mxfp8_cuda(self, x, rowwise_codes=None, rowwise_scales=None, colwise_codes=None,
-                            colwise_scales=None, *, scale_rule="ocp", stochastic=False, seed=MX_SEED, stream=0):
+                            colwise_scales=None, *, scale_rule="default", stochastic=False, seed=MX_SEED, stream=0):
         assert x.dtype == torch.bfloat16, "the MXFP8 kernel reads BF16"
         assert x.shape[0] % 32 == 0 and x.shape[1] % 32 == 0, "the MXFP8 kernel's tiles need rows, cols % 32 == 0"
         done = [n for n, c in (("row", rowwise_codes), ("col", colwise_codes)) if c is not None]

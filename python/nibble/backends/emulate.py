@@ -3,7 +3,7 @@
 Same rules as nibble's CPU reference (docs/spec.md §2-3, include/nibble/quant/*.hpp), same order of scaling and
 rounding, but float summation orders differ (Hadamard as a matmul, QuEST's std) and random bits come
 from torch's generator instead of Philox, so results match the reference closely, not bit for bit;
-tests/python/test_emulate.py measures how closely. Every result says "torch-emulated".
+tests/python/test_module.py (test_emulated_layer_close_to_reference_layer) measures how closely. Every result says "torch-emulated".
 """
 import math
 
@@ -74,12 +74,15 @@ def quantize_fp8_block(x, block_rows):
 
 
 def mx_scale_exponent(amax, fmt, rule="ocp"):
-    """E8M0 exponent k of an MX block (None where the block holds NaN/inf)."""
+    """E8M0 exponent k of an MX block (None where the block holds NaN/inf). rule: ocp | te (alias round-up) |
+    default (te for E4M3 = mxfp8, ocp for E2M1 = mxfp4, as quant::default_mx_scale_rule)."""
+    if rule == "default":
+        rule = "te" if fmt == "e4m3" else "ocp"
     safe = torch.where(amax > 0, amax, torch.ones_like(amax))
     ea = floor_log2(safe)
     if rule == "ocp":
         k = ea - EMAX[fmt]
-    else:  # round-up: smallest k with amax <= fmax 2^k
+    else:  # te: smallest k with amax <= fmax 2^k (TE's float product differs only where it is subnormal)
         fmax = FORMATS[fmt][2]
         k = torch.ceil(torch.log2(safe / fmax))
         k = torch.where(safe > fmax * torch.pow(2.0, k), k + 1, k)
