@@ -194,7 +194,8 @@ def train_one(label, args, train, val, order, val_starts, log, deadline=None, ev
     t_setup = time.perf_counter()
     torch.manual_seed(args.seed)  # identical initial weights for every recipe
     model = Decoder(hidden=args.hidden, layers=args.layers, heads=args.heads, seq_len=args.seq_len).to(DEVICE)
-    nt.convert(model, recipe, backend=args.backend, **opts)
+    # check_finite="sync": a NaN is reported inside the pass of the layer where it first appears
+    nt.convert(model, recipe, backend=args.backend, **{"check_finite": "sync", **opts})
     net = model  # the Decoder itself: parameters, evaluation, checks; `model` runs the training forward
     if DDP:
         # broadcast_buffers=False: rank 0's buffers must not overwrite the per-rank seeds before every

@@ -1,6 +1,6 @@
 // CUDA bindings (built when NIBBLE_HAVE_CUDA): thin wrappers over nibble::cuda's Quartet kernels, the
 // exact MXFP4 -> E4M3 re-encoding, the MXFP4 -> BF16 decode and the cuBLASLt GEMM, i.e. the calls
-// src/engine/quartet_layer.cu makes for one layer. python/nibble/backends/quartet.py strings them into
+// src/recipes/quartet_layer.cu makes for one layer. python/nibble/backends/quartet.py strings them into
 // the autograd of nibble.torch.Linear.
 //
 // Arrays come in through DLPack (torch, CuPy, JAX); outputs are allocated by the caller and passed in,

@@ -95,7 +95,7 @@ void bind_cuda_fp4(nb::module_& m) {
         "stochastic"_a = false, "seed"_a = default_seed, "stream"_a = 0,
         "MXFP4 quantizer (quantize_fp4.hpp): x [rows, cols] (float32 or bfloat16, cols % 32 == 0) -> codes "
         "[rows, cols/2] (uint8, two E2M1 per byte) and E8M0 scales [rows, cols/32] (uint8), 1x32 blocks along "
-        "cols; scale_rule ocp | round-up; nearest or stochastic rounding. Equals the CPU reference's "
+        "cols; scale_rule ocp (default) | te (alias round-up); nearest or stochastic rounding. Equals the CPU reference's "
         "quantize(x, 'mxfp4', rounding, seed=seed, mx_scale_rule=scale_rule). Returns the kernel path.");
   m.def("quantize_mxfp4_rowcol_cuda", &quantize_rowcol, "x"_a, "rowwise_codes"_a = nb::none(),
         "rowwise_scales"_a = nb::none(), "colwise_codes"_a = nb::none(), "colwise_scales"_a = nb::none(),

@@ -21,6 +21,16 @@
 #include "nibble/quant/layer_shape_rule.hpp"
 
 namespace nibble::engine {
+// The recipes' layer plans this engine times.
+using recipes::DeviceBuffer;
+using recipes::LayerRunner;
+using recipes::LayerShape;
+using recipes::LayerSources;
+using recipes::RunnerSettings;
+using recipes::fill_random_bf16;
+using recipes::make_layer_runner;
+using recipes::OutOfMemory;
+
 namespace {
 
 using bench::Mode;

@@ -8,6 +8,7 @@
 #include "nibble/engine/timing.hpp"
 
 namespace nibble::engine {
+using recipes::DeviceBuffer;
 namespace {
 
 // A scratch buffer written between repetitions evicts the operands of the previous one from L2.

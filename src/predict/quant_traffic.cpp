@@ -16,7 +16,7 @@ constexpr double kE4m3 = 1.0;             // a re-encoded E4M3 operand (its per-
 constexpr double kMask = 1.0 / 8;         // Quartet's trust mask, one bit per element
 constexpr double kBf16 = 2.0;
 
-// Quartet's passes (src/engine/quartet_layer.cu): the forward quantizer per operand (Hadamard + QuEST,
+// Quartet's passes (src/recipes/quartet_layer.cu): the forward quantizer per operand (Hadamard + QuEST,
 // MXFP4 codes, scales and masks, and on Hopper the E4M3 operand), the backward quantizer of dY (one or
 // both copies), the re-rotation of the saved forward codes (4-bit in, 4-bit out), on Hopper the E4M3
 // re-encoding of what the backward GEMMs read, and the epilogue (read the BF16 GEMM output and the

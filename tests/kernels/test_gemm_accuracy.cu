@@ -149,7 +149,7 @@ TEST(GemmAccuracy, BlockScaledFp8TrainingLayouts) {
   }
 }
 
-// MXFP4 re-encoded exactly into E4M3: the FP8 GEMM equals the MXFP4 GEMM (SPEC section 4), with
+// MXFP4 re-encoded exactly into E4M3: the FP8 GEMM equals the MXFP4 GEMM (docs/spec.md §4), with
 // Quartet's backward 16/9 folded into alpha. Row-wise (outer_vec) and 1x128 (vec128) sets.
 TEST(GemmAccuracy, Mxfp4ExactReencodingEqualsTheMxfp4Gemm) {
   NIBBLE_REQUIRE_GPU();

@@ -1,5 +1,5 @@
 // Test support for the GEMM tests: host quantizers that write codes and scales in cuBLASLt's layouts
-// (with the nibble/format codecs), the MXFP4 -> E4M3 exact re-encoding of SPEC section 4, device
+// (with the nibble/format codecs), the MXFP4 -> E4M3 exact re-encoding of docs/spec.md §4, device
 // upload, the double-accumulation reference and the comparison with its error bounds.
 #pragma once
 #include <cuda_runtime.h>
@@ -97,7 +97,7 @@ inline HostOperand quantize_fp8(const std::vector<float>& x, int64_t rows, int64
 }
 
 // MXFP4 quantization (OCP rule: X = 2^(floor(log2 amax) - 2) per 1x32 block), then the exact
-// re-encoding into E4M3 of SPEC section 4 with one power-of-two scale per row (outer_vec) or per
+// re-encoding into E4M3 of docs/spec.md §4 with one power-of-two scale per row (outer_vec) or per
 // 1x128 group (vec128). `mxfp4_deq` receives the MXFP4 values; the re-encoded operand's deq must
 // equal them exactly, which this function checks and throws otherwise.
 inline HostOperand mxfp4_reencoded(const std::vector<float>& x, int64_t rows, int64_t k, nc::ScaleMode mode) {

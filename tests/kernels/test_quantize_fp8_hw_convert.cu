@@ -1,7 +1,7 @@
 // The hardware FP8 converter path (include/nibble/kernels/fp8_hw_convert_math.hpp) against the shared
 // software encoders, on every one of the 2^32 float bit patterns: the kernels' nearest-even path is
 // bit-exact only if this holds. The same for the four-codes-per-word encoder of the FP8 tile kernels
-// (src/kernels/fp8_tile_128x128.cuh: packed NaN fix-up), with every float next to other floats, NaN and
+// (src/kernels/fp8/fp8_tile_128x128.cuh: packed NaN fix-up), with every float next to other floats, NaN and
 // saturating values in the same word.
 #include <gtest/gtest.h>
 

@@ -485,8 +485,6 @@ TEST(Mxfp4, TiledScalesRejectedWhereUnsupported) {
 
 // More tiles than an H100/H200 holds CTAs at once (132 SMs x 5): 65 x 21 = 1365 tiles, the last tile
 // column 32 wide, so CTAs of a later wave reuse SMs (and, for a persistent kernel, buffers) of an earlier one.
-// (Session 24 tried a persistent, double-buffered BF16 tile with this test; it was bit-exact but 16-42% slower
-// on an H100 and was removed: docs/kernels-fp4.md.)
 TEST(Mxfp4, RowColManyTilesMatchReference) {
   NIBBLE_REQUIRE_GPU();
   std::mt19937_64 rng = nibble::testing::fresh_rng();

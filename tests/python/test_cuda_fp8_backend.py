@@ -319,6 +319,7 @@ def test_fp32_output_refused_by_cublaslt_falls_back_to_bf16_output(rng, ext, fak
 def test_non_finite_input_names_layer_and_step(rng, ext, fake):
     cu, _ = pair("fp8-current")
     cu.layer_name = "blocks.0.up"
+    cu.options["check_finite"] = "sync"  # raises inside the pass, naming counts
     x = bf16_valued(randn(rng, T, I))
     x[0, 0] = float("nan")
     with pytest.raises(nt.NonFiniteError, match=r"step 0: .*layer 'blocks\.0\.up' \(recipe fp8-current, path cuda "
@@ -463,3 +464,31 @@ def test_gpu_bad_inputs_raise_clearly(cuda_ext):
     with pytest.raises(ValueError, match="margin = 65 is outside"):
         cuda_ext.update_fp8_delayed_scale_cuda(torch.zeros(4, device=dev), sc[1, :1], sc[2, :1], step=0,
                                                format="e4m3", margin=65)
+
+
+@pytest.mark.parametrize("recipe", FP8_RECIPES)
+def test_weight_cache_quantizes_w_once_per_weight_version(recipe, rng, ext, fake):
+    # Inside nt.weight_cache(model) the weight's copies are made by the first micro-batch and reused while the
+    # weight is unchanged (bit for bit what a fresh quantization gives); an in-place update (the optimizer's)
+    # bumps the weight's version and the next pass quantizes it again.
+    cu, _ = pair(recipe)
+    plain, _ = pair(recipe)
+    plain.load_state_dict(cu.state_dict())
+    gy = bf16_valued(randn(rng, T, O))
+    xs = [bf16_valued(randn(rng, T, I)) for _ in range(3)]
+    with nt.weight_cache(cu):
+        for k, x in enumerate(xs):
+            fake.calls.clear()
+            got, want = run(cu, x, gy), run(plain, x, gy)
+            for a, b in zip(got, want):
+                assert torch.equal(a, b), k
+            assert ("W cached (weight_cache)" in cu.last_path) == (k > 0), cu.last_path
+        with torch.no_grad():
+            cu.weight.mul_(0.5)
+            plain.weight.mul_(0.5)
+        for a, b in zip(run(cu, xs[0], gy), run(plain, xs[0], gy)):
+            assert torch.equal(a, b)
+        assert "W cached" not in cu.last_path
+    assert cu._weight_copies is None
+    run(cu, xs[1], gy)
+    assert "W cached" not in cu.last_path

@@ -209,7 +209,7 @@ def test_only_the_copies_a_gradient_needs(rng, ext, fake):
 @pytest.mark.parametrize("pattern,expect", [("halves", "re-encoded per 1x128 group (VEC128)"),
                                             ("alternate", "decoded to BF16 (exact) for a BF16 GEMM")])
 def test_violating_rows_fall_back_with_cpu_standin(pattern, expect, rng, ext, fake):
-    cu, ref = pair(rng, i=256, o=64)
+    cu, ref = pair(rng, i=256, o=64, gemm_check="sync")
     x, gy = spread_input(rng, pattern), randn(rng, 64, 64)
     y, dx, dw, _ = run(cu, x, gy)
     assert expect in cu.last_path and "64 rows of X spread over more than 14 binades" in cu.last_path, cu.last_path
@@ -217,6 +217,32 @@ def test_violating_rows_fall_back_with_cpu_standin(pattern, expect, rng, ext, fa
     assert rel(y, y_r) < 1e-6 and rel(dx, dx_r) < 1e-6 and rel(dw, dw_r) < 1e-6
     mode = "vec128" if pattern == "halves" else "none"
     assert (fake.gemms[0]["a_scale_mode"], fake.gemms[0]["b_scale_mode"]) == (mode, mode), fake.gemms[0]
+
+
+def test_deferred_gemm_check_reports_violations_a_pass_later_and_turns_sync(rng, ext, fake):
+    # gemm_check="deferred" (the default): no counter is read before the GEMMs; the counts go to the layer's
+    # device flags, and the layer's next pass warns (naming layer, step and passes), records them in
+    # inexact_passes and from then on checks synchronously, so that pass is exact again.
+    cu, ref = pair(rng, i=256, o=64)
+    cu.layer_name = "blocks.1.up"
+    assert cu.options["gemm_check"] == "deferred"
+    clean, gy = randn(rng, 64, 256), randn(rng, 64, 64)
+    run(cu, clean, gy)
+    assert "gemm_check='deferred'" in cu.last_path and "gemm_check='deferred'" in cu.last_backward_path
+    assert fake.gemms[0]["a_scale_mode"] == "outer_vec"
+    run(cu, clean, gy)  # polls the first pass's flags: nothing to report
+    assert cu.inexact_passes == [] and cu.options["gemm_check"] == "deferred"
+    x = spread_input(rng, "alternate")
+    run(cu, x, gy)  # step 2: the row GEMM ran although 64 rows of X violate
+    assert "gemm_check='deferred'" in cu.last_path
+    with pytest.warns(RuntimeWarning, match=r"layer 'blocks\.1\.up' \(recipe mxfp4\): from step 2, \d+ operand rows "
+                                            r"of the fprop(/dgrad)?(/wgrad)? GEMM"):
+        y, dx, dw, _ = run(cu, x, gy)
+    assert cu.inexact_passes[0][0] == 2 and "fprop" in cu.inexact_passes[0][1] and cu.inexact_passes[0][2] >= 64
+    assert cu.options["gemm_check"] == "sync" and "decoded to BF16 (exact)" in cu.last_path
+    for _ in range(3):  # ref catches up to cu's step count (the seeds do not matter for mxfp4)
+        y_r, dx_r, dw_r, _ = run(ref, x, gy)
+    assert rel(y, y_r) < 1e-6 and rel(dx, dx_r) < 1e-6 and rel(dw, dw_r) < 1e-6
 
 
 def test_fp32_output_refused_by_cublaslt_falls_back_to_bf16_output(rng, ext, fake):
@@ -249,6 +275,7 @@ def test_token_counts(rng, ext, fake):
 def test_non_finite_input_names_layer_and_step(rng, ext, fake):
     cu, _ = pair(rng)
     cu.layer_name = "blocks.0.up"
+    cu.options["check_finite"] = "sync"  # raises inside the pass, naming counts
     x = randn(rng, T, I)
     x[0, 0] = float("nan")
     with pytest.raises(nt.NonFiniteError, match=r"step 0: .*layer 'blocks\.0\.up' \(recipe mxfp4, path cuda "

@@ -1,5 +1,7 @@
 """Module behaviour: state_dict round trip, convert(), NaN reporting, argument errors, and the torch
 emulation (the CUDA path) measured against the CPU reference."""
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -65,7 +67,7 @@ def test_convert_skip_pattern():
 
 
 def test_non_finite_names_step_and_layer(rng):
-    m = nt.convert(Tiny(), "mxfp4")
+    m = nt.convert(Tiny(), "mxfp4", check_finite="sync")
     m.train()
     tokens = torch.randint(0, 50, (2, 16), generator=rng)
     m(tokens).sum().backward()
@@ -73,6 +75,65 @@ def test_non_finite_names_step_and_layer(rng):
         m.block[2].weight[3, 5] = float("inf")
     with pytest.raises(nt.NonFiniteError, match=r"step 1: .*layer 'block\.2'"):
         m(tokens)
+
+
+@pytest.mark.parametrize("where", ["weight", "input"])
+def test_deferred_non_finite_check_raises_later_naming_step_and_layer(rng, where):
+    # The default check_finite="deferred" raises nothing inside the pass that meets NaN/inf; the layer's
+    # next pass (or check_finite(model), which reads every layer's flag at once) raises, naming the step of
+    # the first bad pass, the layer and what was non-finite; once reported, the flag is clear.
+    m = nt.convert(Tiny(), "mxfp4")
+    assert all(l.options["check_finite"] == "deferred" for l in m.modules() if isinstance(l, nt.Linear))
+    m.train()
+    tokens = torch.randint(0, 50, (2, 16), generator=rng)
+    for _ in range(2):
+        m(tokens).sum().backward()
+    assert nt.check_finite(m) == 2  # clean steps: nothing raised (lm_head stays nn.Linear)
+    layer = m.block[2]
+    if where == "weight":
+        with torch.no_grad():
+            layer.weight[3, 5] = float("inf")
+        m(tokens).sum().backward()  # step 2 runs to the end
+    else:
+        layer(torch.full((32, layer.in_features), float("nan"), requires_grad=True)).sum().backward()
+    what = {"weight": "weight, put there by an earlier update", "input": "input, made upstream"}[where]
+    pattern = rf"step 2: .*layer 'block\.2'.*{what}.*check_finite='deferred'"
+    with pytest.raises(nt.NonFiniteError, match=pattern):
+        if where == "weight":
+            layer(torch.randn(32, layer.in_features, generator=rng))  # the layer's next pass reports it
+        else:
+            nt.check_finite(m)
+    if where == "weight":  # the inf weight made the loss inf: block.0 saw a NaN gradient in the same step
+        with pytest.raises(nt.NonFiniteError, match=r"step 2: .*layer 'block\.0'.*incoming gradient"):
+            nt.check_finite(m)
+    assert nt.check_finite(m) == 2  # each flag is reported once
+
+
+def test_check_finite_option_values():
+    for value, mode in (("deferred", "deferred"), (True, "sync"), ("sync", "sync"), (False, "off"), ("off", "off")):
+        assert nt.Linear(64, 64, recipe="fp8-current", check_finite=value).options["check_finite"] == mode
+    with pytest.raises(ValueError, match="check_finite 'yes' is unknown; valid: deferred"):
+        nt.Linear(64, 64, recipe="fp8-current", check_finite="yes")
+    with pytest.raises(ValueError, match="gemm_check 'later' is unknown"):
+        nt.Linear(64, 64, recipe="mxfp4", gemm_check="later")
+
+
+def test_host_step_follows_the_buffer_without_reading_it_each_pass(rng, monkeypatch):
+    layer = nt.Linear(64, 64, recipe="fp8-current", seed=7)
+    layer.train()
+    x = torch.randn(32, 64, generator=rng)
+    reads = []
+    real = torch.Tensor.__int__
+    monkeypatch.setattr(torch.Tensor, "__int__", lambda t: reads.append(1) or real(t))
+    assert layer.host_step() == 0 and len(reads) == 1
+    for k in range(3):
+        layer(x)
+    assert layer.host_step() == 3 and int(layer.step) == 3 and len(reads) == 2  # the last read is the test's own
+    with torch.no_grad():
+        layer.step += 4  # a write from outside the layer: read again once
+    assert layer.host_step() == 7 and layer.host_step() == 7 and len(reads) == 3
+    layer.load_state_dict(dict(layer.state_dict(), seed_buffer=torch.tensor(99)))
+    assert layer.seed == 99
 
 
 def test_argument_errors():

@@ -3,7 +3,7 @@ GEMM (the CUDA build of nibble._C: src/bindings/bind_cuda_mx_nv.cpp, and gemm_cu
 
 docs/spec.md §4: Hopper has no MXFP8 / NVFP4 GEMM and no exact FP8 re-encoding of either, so every operand is
 quantized by nibble's kernel, decoded exactly to BF16 and multiplied by a BF16 GEMM with FP32 accumulation
-(path "emulated-exact (bf16)"), as src/engine/tensor_quantizer_fp8.cu (Mxfp8Emulated) and
+(path "emulated-exact (bf16)"), as src/recipes/tensor_quantizer_fp8.cu (Mxfp8Emulated) and
 tensor_quantizer_fp4.cu (Nvfp4Emulated) do. The quantized operands are the reference backend's
 (nibble.torch._RecipeLinearFunction) bit for bit:
   fprop: X and W are each quantized once, into the row-wise copy and, when a gradient will need it, the
@@ -25,8 +25,8 @@ Recipes (docs/spec.md §2):
          the device (no host read of the scales).
 Results differ from the reference backend only by the GEMMs' FP32 accumulation order, the place of the
 global-scale products (nvfp4) and the BF16 rounding of outputs for BF16 inputs.
-Host syncs: nvfp4 reads the layer's step counter and seed (one read) once per forward that needs
-gradients; mxfp8 none. Streams and allocation as in nibble.backends.quartet.
+Host syncs: none in steady state (nvfp4's seeds come from the layer's host copies of its step counter and
+seed, Linear.host_step and Linear.seed). Streams and allocation as in nibble.backends.quartet.
 """
 import torch
 
@@ -194,8 +194,8 @@ def backward(ext, layer, dy, xt, wt, seeds, dx_dtype, dw_dtype, stream, need_dx=
 
 def _seeds(layer):
     """nvfp4's (dgrad, wgrad) stochastic-rounding seeds for this forward's step, the reference backend's:
-    mix(seed, step, 1) and mix(seed, step, 2). One host read of the step counter and the seed."""
-    step, seed = torch.stack([layer.step, layer.seed_buffer]).tolist()
+    mix(seed, step, 1) and mix(seed, step, 2), from the layer's host copies (no host sync in steady state)."""
+    step, seed = layer.host_step(), layer.seed
     return mix(seed, step, 1), mix(seed, step, 2)
 
 
@@ -214,7 +214,7 @@ class DecodedCudaFunction(torch.autograd.Function):
         with on_device(x):
             y, xt, wt, path = forward(ext, layer, x, weight, need_dw, need_dx, stream_handle(x))
         ctx.save_for_backward(*_saved(xt), *_saved(wt))
-        ctx.layer, ctx.step = layer, layer.step.clone()  # read (host sync) only to name a failing step
+        ctx.layer, ctx.step = layer, layer.host_step()
         ctx.seeds = _seeds(layer) if layer.recipe == "nvfp4" and (need_dx or need_dw) else None
         ctx.shapes = (x.shape[0], x.shape[1], weight.shape[0])
         ctx.dtypes = (x.dtype, weight.dtype, None if bias is None else bias.dtype)

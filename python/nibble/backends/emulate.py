@@ -46,9 +46,17 @@ def _finite(x):
 def per_tensor_encode_scale(fmax, amax, margin=0):
     """s_enc = fmax 2^-margin / amax; amax 0/inf/NaN -> 1 (float32 math, as the reference)."""
     amax = torch.as_tensor(amax, dtype=torch.float32)
-    s = torch.tensor(fmax * 2.0 ** -margin, dtype=torch.float32, device=amax.device) / amax
+    s = torch.full_like(amax, fmax * 2.0 ** -margin) / amax  # fmax 2^-margin is exact; full_like: no host copy
     s = torch.where(torch.isfinite(s), s, torch.full_like(s, torch.finfo(torch.float32).max))
     return torch.where(_finite(amax), s, torch.ones_like(s))
+
+
+def delayed_encode_scale(history_max, previous, fmax, margin=0):
+    """fp8-delayed's scale update (quant::AmaxHistory, Transformer Engine's DelayedScaling): s_enc = fmax 2^-margin /
+    history_max when history_max is finite and > 0, else `previous` (a zero or non-finite history max keeps the
+    scale). Tensors on one device; no host sync."""
+    history_max = history_max.to(torch.float32)
+    return torch.where(_finite(history_max), per_tensor_encode_scale(fmax, history_max, margin), previous)
 
 
 def quantize_fp8_per_tensor(x, fmt, encode_scale, stochastic=False, generator=None):
@@ -159,20 +167,25 @@ def quantize_nvfp4(x, block_rows, stochastic=False, generator=None, rht=False):
 
 def quest_forward(x, hadamard_size=32, rotate_on=True, quantizer="quest"):
     """Quartet forward: Hadamard (no signs) along columns, QuEST (or absmax) per 1x32 group.
-    Returns (values in the rotated domain, trust mask as bool)."""
+    Returns (values in the rotated domain, trust mask as bool); absmax's values are 3/4 of it (prescale 0.75,
+    so a GEMM of two absmax operands is multiplied by 16/9)."""
     if rotate_on:
         x = rotate(x, hadamard_matrix(hadamard_size, None, x.device))
     r, c = x.shape
     g = x.reshape(r, c // 32, 32)
-    if quantizer == "quest":
-        sigma = g.std(dim=2, unbiased=False, keepdim=True)
-        k = floor_log2(QUEST_CLIP_PER_SIGMA * sigma + 1e-8).clamp(-127, 127)
-    else:
-        k = mx_scale_exponent(g.abs().amax(dim=2, keepdim=True), "e2m1")
+    if quantizer == "absmax":
+        # Upstream's ablation (quant::absmax_forward_group): the backward's 3/4-prescaled quantizer, nearest,
+        # never clips, every element trusted; a NaN/inf group decodes to NaN (E8M0 0xFF), as the reference.
+        amax = g.abs().amax(dim=2, keepdim=True)
+        q = absmax_groups(g, amax)
+        q = torch.where(torch.isfinite(amax), q, torch.full_like(q, float("nan")))
+        return q.reshape(r, c), torch.ones(r, c, dtype=torch.bool, device=x.device)
+    sigma = g.std(dim=2, unbiased=False, keepdim=True)
+    k = floor_log2(QUEST_CLIP_PER_SIGMA * sigma + 1e-8).clamp(-127, 127)
     v = g * torch.pow(2.0, -k)
     mask = v.abs() < 6.0
     q = round_minifloat(v.clamp(-6.0, 6.0), "e2m1") * torch.pow(2.0, k)
-    bad = ~torch.isfinite(sigma if quantizer == "quest" else g.abs().amax(dim=2, keepdim=True))
+    bad = ~torch.isfinite(sigma)
     q = torch.where(bad, torch.zeros_like(q), q)
     mask = mask & ~bad
     return q.reshape(r, c), mask.reshape(r, c)
@@ -190,8 +203,15 @@ def quartet_backward(x, signs, hadamard_size=32, rotate_on=True, stochastic=Fals
     r, c = x.shape
     g = x.reshape(r, c // 32, 32)
     amax = g.abs().amax(dim=2, keepdim=True)
+    q = absmax_groups(g, amax, stochastic, generator)
+    q = torch.where(torch.isfinite(amax), q, torch.zeros_like(q))
+    return q.reshape(r, c)
+
+
+def absmax_groups(g, amax, stochastic=False, generator=None):
+    """The 3/4-prescaled absmax quantizer of 1x32 groups g [..., 32] with amax [..., 1] (quant::quartet_backward_group):
+    k = floor(log2 amax) - 2, codes E2M1((0.75 g) 2^-k) (below 6, never clipped); returns codes 2^k (about 3/4 of g;
+    zeros for an all-zero group; the caller decides what a NaN/inf group becomes)."""
     k = torch.where(amax > 0, floor_log2(torch.where(amax > 0, amax, torch.ones_like(amax))) - 2,
                     torch.full_like(amax, -127.0)).clamp(min=-127)
-    q = round_minifloat((QUARTET_PRESCALE * g) * torch.pow(2.0, -k), "e2m1", stochastic, generator)
-    q = torch.where(torch.isfinite(amax), q * torch.pow(2.0, k), torch.zeros_like(q))
-    return q.reshape(r, c)
+    return round_minifloat((QUARTET_PRESCALE * g) * torch.pow(2.0, -k), "e2m1", stochastic, generator) * torch.pow(2.0, k)

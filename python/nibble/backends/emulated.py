@@ -24,19 +24,24 @@ class EmulatedBackend:
         g.manual_seed(seed & ((1 << 63) - 1))
         return g
 
-    def plain(self, x, recipe, role, seed, history=None, rht=False):
+    def plain(self, x, recipe, role, seed, scale=None, rht=False):
+        """scale: fp8-delayed's s_enc for this pass (a float32 tensor the layer derives from its state). Returns
+        (values, amax, path); amax is x's amax as a tensor for fp8-delayed (what its history records), else 0."""
         x = x.float()
-        amax = float(x.abs().max()) if recipe == "fp8-delayed" else 0.0
+        amax = 0.0
         dy = role == "dy"
         if recipe == "bf16":
             v = x.to(torch.bfloat16).float()
         elif recipe in ("fp8-delayed", "fp8-current"):
             fmt = "e5m2" if dy else "e4m3"
-            hist_max = amax if (recipe == "fp8-current" or history is None or history.numel() == 0) \
-                else float(history.max())
-            margin = 0 if recipe == "fp8-current" else self.o["margin"]
-            s = emulate.per_tensor_encode_scale(FP8_FMAX[role], torch.tensor(hist_max if recipe != "fp8-current"
-                                                                             else float(x.abs().max())), margin)
+            own = x.abs().amax()  # NaN propagates, as the reference's amax
+            if recipe == "fp8-delayed":
+                if scale is None:
+                    raise ValueError("fp8-delayed needs the layer's delayed scale (scale=...): the torch emulation keeps "
+                                     "no history of its own")
+                s, amax = scale, own
+            else:
+                s = emulate.per_tensor_encode_scale(FP8_FMAX[role], own)
             v = emulate.quantize_fp8_per_tensor(x, fmt, s.to(x.device))
         elif recipe == "fp8-block":
             v = emulate.quantize_fp8_block(x, 128 if role == "w" else 1)

@@ -1,7 +1,7 @@
 """fp8-current, fp8-delayed and fp8-block on CUDA tensors through nibble's own kernels and cuBLASLt
 (the CUDA build of nibble._C: src/bindings/bind_cuda_fp8.cpp, and gemm_cuda).
 
-The GPU half of nibble.torch.Linear for those recipes; the calls of src/engine/tensor_quantizer_fp8.cu:
+The GPU half of nibble.torch.Linear for those recipes; the calls of src/recipes/tensor_quantizer_fp8.cu:
   fprop: X and W are each quantized in one pass into the row-wise copy (fprop) and, when a gradient will
          need it, the column-wise copy (X^T for wgrad, W^T for dgrad); Y = GEMM(X, W)
   dgrad: dY is quantized in one pass into dY (row-wise, when dX is needed) and dY^T (column-wise, when
@@ -27,10 +27,13 @@ empty (the one-shot rule) and reads amax_filled back only until each role has re
 remembers non-empty histories (_history_nonempty), and load_state_dict forgets them. Streams and
 allocation as in nibble.backends.quartet.
 """
+import copy
+
 import torch
 
 from .._ext import bf16_input, extension, extension_error, extension_lacks, on_device, out_dtype, stream_handle
 from .common import finish_backward, finish_forward, gemm_into
+from ..weight_cache import cached
 
 RECIPES = ("fp8-current", "fp8-delayed", "fp8-block")
 HYBRID_FORMAT = {"x": "e4m3", "w": "e4m3", "dy": "e5m2"}
@@ -84,37 +87,61 @@ class Operand:
 
 
 def _delayed(ext, layer, x, role, fmt, row, col, scale, scale_inv, filled, stream):
-    """fp8-delayed on the module's history row of `role` (newest last). Returns the kernels' paths."""
+    """fp8-delayed on the module's state for `role`: its amax_history row (newest last) and its `scale` entry, as
+    Transformer Engine's DelayedScaling (quant::AmaxHistory). `scale`, `scale_inv`: a fresh 16-byte slot each, used
+    only by the own-amax first step (s_dec always lands in scale_inv, the GEMM's scale). Returns the kernels' paths."""
     idx = ROLE_INDEX[role]
     hist = layer.amax_history[idx]
     window, margin = hist.shape[0], layer.options["margin"]
     record = layer.training or role == "dy"
-    if filled:
-        # s_enc from every slot (unfilled ones hold 0, which the max ignores). The update also zeroes slot 0,
-        # the oldest amax, which the roll below turns into this step's slot (on a copy when not recording).
-        how = "history"
-        kernels = [ext.update_fp8_delayed_scale_cuda(hist if record else hist.clone(), scale, scale_inv,
-                                                     step=window - 1, format=fmt, margin=margin, stream=stream)]
-    else:
-        # An empty history is seeded with the tensor's own amax (the reference's one-shot rule): the amax
-        # pass into a one-slot ring, and the scale from that ring.
-        how = "one-shot: history = own amax"
+    own_first = layer.options["delayed_first_step"] == "own_amax" and not filled
+    how = "history" if filled else layer_first_step(layer)
+    # The update writes s_enc and s_dec only where the history max is finite and > 0 (else the previous scale
+    # stays, 1 before any update), so s_dec starts as the decode of the layer's scale. It reads every slot
+    # (unfilled ones hold 0, which the max ignores), then zeroes slot 0, the oldest amax, which the roll below
+    # turns into this step's slot (on a copy when not recording).
+    kept = layer.scale[idx:idx + 1]
+    torch.reciprocal(kept, out=scale_inv)
+    kernels = [ext.update_fp8_delayed_scale_cuda(hist if record else hist.clone(), kept, scale_inv,
+                                                 step=window - 1, format=fmt, margin=margin, stream=stream)]
+    if own_first:
+        # The first step's own amax: the amax pass into a one-slot ring, and the scale from that ring (1 where
+        # that amax is 0 or non-finite); the layer's scale is not changed by it.
         ring = torch.empty(1, dtype=torch.float32, device=x.device)
-        kernels = [ext.amax_bf16_cuda(x, ring, stream=stream),
-                   ext.update_fp8_delayed_scale_cuda(ring, scale, scale_inv, step=0, format=fmt, margin=margin,
-                                                     stream=stream)]
+        scale.fill_(1.0)
+        scale_inv.fill_(1.0)
+        kernels += [ext.amax_bf16_cuda(x, ring, stream=stream),
+                    ext.update_fp8_delayed_scale_cuda(ring, scale, scale_inv, step=0, format=fmt, margin=margin,
+                                                      stream=stream)]
+    else:
+        scale = kept
     if record:
         hist.copy_(torch.roll(hist, -1))
         hist[-1:].zero_()
+        # The kernel max-combines the amax into the zeroed slot; NaN/inf stay there (Transformer Engine's rule).
         kernels.append(ext.quantize_fp8_delayed_cuda(x, hist, scale, scale_inv, row, col, step=window - 1,
                                                      format=fmt, stream=stream))
-        hist[-1:].nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)  # a non-finite amax takes its slot as 0
         layer.amax_filled[idx:idx + 1].add_(1).clamp_(max=window)
         layer._delayed_nonempty[idx] = True
     else:
         how += "; eval: not recorded"
         kernels.append(ext.cast_transpose_fp8_cuda(x, scale, row, col, None, format=fmt, stream=stream))
-    return f"fp8-delayed {fmt} ({how}): " + " + ".join(kernels)
+    return f"fp8-delayed {fmt} (delayed scaling, {how}): " + " + ".join(kernels)
+
+
+def layer_first_step(layer):
+    """The path text of the layer's fp8-delayed first-step rule (nibble.torch.DELAYED_FIRST_STEP)."""
+    return {"te": "first step: scale 1 (Transformer Engine)",
+            "own_amax": "first step: own amax"}[layer.options["delayed_first_step"]]
+
+
+def _history_known(layer, roles):
+    """fp8-delayed: whether each role's history is non-empty, read only where it matters: with
+    delayed_first_step="own_amax" (the empty history's own-amax rule); with "te" the update on the device
+    covers the first step (an all-zero history keeps the scale 1), so nothing is read back."""
+    if layer.recipe != "fp8-delayed" or layer.options["delayed_first_step"] != "own_amax":
+        return [True] * len(roles)
+    return _history_nonempty(layer, roles)
 
 
 def _read_filled(layer):
@@ -166,15 +193,24 @@ def gemm(ext, a, a_copy, b, b_copy, out, pass_, stream):
     return f"{pass_} GEMM " + gemm_into(ext, (ac, asc, bc, bsc), out, kw, f"{a.mode} x {b.mode}")
 
 
+def _quantize_weight(ext, layer, w, need_wt, filled, stream):
+    notes = []
+    wq, kernel = quantize(ext, layer, bf16_input(w, "W", notes), "w", True, need_wt, filled, stream)
+    return wq, kernel, notes
+
+
 def forward(ext, layer, x, w, need_xt, need_wt, stream):
     """Y = Q(X) Q(W)^T for x [T, I], w [O, I] on one CUDA device. need_xt / need_wt: keep the column-wise
     copies X^T (for wgrad) / W^T (for dgrad). Returns (y, X operand, W operand, path); y is BF16 when x is,
     else FP32. Only the column-wise copies stay in the operands."""
     notes = []
-    xb, wb = bf16_input(x, "X", notes), bf16_input(w, "W", notes)
-    filled = _history_nonempty(layer, ("x", "w")) if layer.recipe == "fp8-delayed" else (False, False)
+    xb = bf16_input(x, "X", notes)
+    filled = _history_known(layer, ("x", "w"))
     xq, kx = quantize(ext, layer, xb, "x", True, need_xt, filled[0], stream)
-    wq, kw = quantize(ext, layer, wb, "w", True, need_wt, filled[1], stream)
+    (wq, kw, wnotes), hit = cached(layer, ("fp8", need_wt), lambda: _quantize_weight(ext, layer, w, need_wt,
+                                                                                     filled[1], stream))
+    wq, notes = copy.copy(wq), notes + wnotes  # the cache keeps its operand whole; this pass drops the row copy
+    kw = "cached (weight_cache)" if hit else kw
     y = torch.empty(x.shape[0], w.shape[0], dtype=out_dtype(x.dtype), device=x.device)
     g = gemm(ext, xq, "row", wq, "row", y, "fprop", stream)
     for op in (xq, wq):
@@ -187,7 +223,7 @@ def backward(ext, layer, dy, xq, wq, need_dx, need_dw, dx_dtype, dw_dtype, strea
     notes = []
     dyb = bf16_input(dy, "dY", notes)
     (t, o), i = dy.shape, (xq.col if xq.col is not None else wq.col).shape[0]
-    filled = _history_nonempty(layer, ("dy",))[0] if layer.recipe == "fp8-delayed" else False
+    filled = _history_known(layer, ("dy",))[0]
     dyq, kernel = quantize(ext, layer, dyb, "dy", need_dx, need_dw, filled, stream)
     dx = dw = None
     paths = [f"dY {kernel}"]
@@ -213,7 +249,7 @@ class Fp8CudaFunction(torch.autograd.Function):
         with on_device(x):
             y, xq, wq, path = forward(ext, layer, x, weight, need_dw, need_dx, stream_handle(x))
         ctx.save_for_backward(xq.col, xq.col_scale, wq.col, wq.col_scale)
-        ctx.layer, ctx.step = layer, layer.step.clone()  # read (host sync) only to name a failing step
+        ctx.layer, ctx.step = layer, layer.host_step()
         ctx.kinds = ((xq.fmt, xq.mode), (wq.fmt, wq.mode))
         ctx.dtypes = (x.dtype, weight.dtype, None if bias is None else bias.dtype)
         return finish_forward(layer, x, weight, bias, y, path)

@@ -4,7 +4,7 @@ src/bindings/bind_cuda_fp4.cpp for the quantizers; the re-encoding, decode and G
 The GPU half of nibble.torch.Linear(recipe="mxfp4") (docs/spec.md §2: 1x32 blocks along each GEMM's inner
 dimension, E2M1 elements, E8M0 scales by the layer's mx_scale_rule: ocp = 2^(floor(log2 amax) - 2), or
 round-up = 2^ceil(log2(amax / 6)); round-to-nearest-even in every role, as the reference backend's
-quantize(..., rounding="by-recipe") does for mxfp4). The calls of src/engine/tensor_quantizer_fp4.cu:
+quantize(..., rounding="by-recipe") does for mxfp4). The calls of src/recipes/tensor_quantizer_fp4.cu:
   fprop: X and W are each quantized once: the row-wise copy (fprop) and, when a gradient will need it,
          the column-wise copy (X^T for wgrad, W^T for dgrad) from the same read (quantize_mxfp4_rowcol;
          a row-wise copy alone runs the thread-per-group quantize_mxfp4); Y = GEMM(X, W)
@@ -21,7 +21,8 @@ power-of-two scale per row and multiplied by cuBLASLt's FP8 GEMM (OUTER_VEC, spl
 re-encoded per 1x128 group (VEC128), or, when that is inexact too (or K % 128 != 0), decoded to BF16 for
 an exact BF16 GEMM; last_path / last_backward_path name the path and why. Results differ from the
 reference backend only by the GEMMs' FP32 accumulation (and BF16 outputs for BF16 inputs).
-Cost of that check: one host sync per forward and one per backward (the violation counters).
+Cost of that check: as in nibble.backends.quartet (gemm_check: "sync" reads the violation counters, one host
+sync per forward and one per backward; "deferred", the default, reads them back after the pass).
 Streams and allocation as in nibble.backends.quartet.
 """
 import torch
@@ -29,7 +30,7 @@ import torch
 from .._ext import (KERNEL_INPUT_DTYPES, extension, extension_error, extension_lacks, kernel_input, on_device,
                     out_dtype, stream_handle)
 from .common import finish_backward, finish_forward, require_whole_token_blocks
-from .quartet import Operand, Planes, gemm_pair, read_counts
+from .quartet import Operand, Planes, deferred_check, gemm_pair, settle
 
 RECIPES = ("mxfp4",)
 BLOCK = 32  # along every GEMM's inner dimension: in_features (fprop), out_features (dgrad), tokens (wgrad)
@@ -65,14 +66,14 @@ def quantize(ext, x, rowwise, colwise, rule, stream):
     return row, col, kernel
 
 
-def _gemms(ext, pairs, dev, stream):
+def _gemms(ext, pairs, dev, stream, deferred=None):
     """pairs: (pass, (A planes, name), (B planes, name), output dtype). Row re-encodes every operand, reads all
     violation counts with one host sync, then runs each GEMM on its coarsest exact path. Returns (outputs, labels)."""
     counts = torch.full((2 * len(pairs), 2), -1, dtype=torch.int32, device=dev)
     ops = [Operand(p, what, counts[j]) for j, (p, what) in enumerate(x for pr in pairs for x in pr[1:3])]
     for op in ops:
         op.reencode(ext, "row", stream)  # also counts the 1x128 groups when cols % 128 == 0
-    read_counts(counts, ops)
+    settle(counts, ops, [pr[0] for pr in pairs], deferred)
     outs, labels = [], []
     for j, (pass_, _, _, dtype) in enumerate(pairs):
         a, b = ops[2 * j], ops[2 * j + 1]
@@ -82,18 +83,18 @@ def _gemms(ext, pairs, dev, stream):
     return outs, labels
 
 
-def forward(ext, x, w, options, need_xt, need_wt, stream):
+def forward(ext, x, w, options, need_xt, need_wt, stream, deferred=None):
     """Y = Q(X) Q(W)^T for x [T, I], w [O, I] (FP32 or BF16, contiguous, on one CUDA device). need_xt / need_wt:
     also make the column-wise copies X^T (for wgrad) / W^T (for dgrad). Returns (y, X^T planes or None,
     W^T planes or None, path); y is BF16 when x is, else FP32."""
     rule = options["mx_scale_rule"]
     xp, xtp, kx = quantize(ext, x, True, need_xt, rule, stream)
     wp, wtp, kw = quantize(ext, w, True, need_wt, rule, stream)
-    (y,), (g,) = _gemms(ext, [("fprop", (xp, "X"), (wp, "W"), x.dtype)], x.device, stream)
+    (y,), (g,) = _gemms(ext, [("fprop", (xp, "X"), (wp, "W"), x.dtype)], x.device, stream, deferred)
     return y, xtp, wtp, f"cuda mxfp4 forward: X {kx}; W {kw}; {g}"
 
 
-def backward(ext, dy, xtp, wtp, options, dx_dtype, dw_dtype, stream, need_dx=True, need_dw=True):
+def backward(ext, dy, xtp, wtp, options, dx_dtype, dw_dtype, stream, need_dx=True, need_dw=True, deferred=None):
     """dX [T, I] and dW [O, I] (None where not needed) from dy [T, O] and the forward's column-wise copies."""
     dyp, dytp, kernel = quantize(ext, dy, need_dx, need_dw, options["mx_scale_rule"], stream)
     pairs = []
@@ -101,7 +102,7 @@ def backward(ext, dy, xtp, wtp, options, dx_dtype, dw_dtype, stream, need_dx=Tru
         pairs.append(("dgrad", (dyp, "dY"), (wtp, "W^T"), dx_dtype))
     if need_dw:
         pairs.append(("wgrad", (dytp, "dY^T"), (xtp, "X^T"), dw_dtype))
-    outs, labels = _gemms(ext, pairs, dy.device, stream)
+    outs, labels = _gemms(ext, pairs, dy.device, stream, deferred)
     dx = outs.pop(0) if need_dx else None
     dw = outs.pop(0) if need_dw else None
     return dx, dw, "cuda mxfp4 backward: " + "; ".join([f"dY {kernel}"] + labels)
@@ -120,10 +121,10 @@ class Mxfp4CudaFunction(torch.autograd.Function):
             require_whole_token_blocks(layer, x.shape[0], BLOCK)
         with on_device(x):
             y, xtp, wtp, path = forward(ext, kernel_input(x), kernel_input(weight), layer.options, need_dw,
-                                        need_dx, stream_handle(x))
+                                        need_dx, stream_handle(x), deferred_check(layer))
         ctx.save_for_backward(*((None, None) if xtp is None else (xtp.codes, xtp.scales)),
                               *((None, None) if wtp is None else (wtp.codes, wtp.scales)))
-        ctx.layer, ctx.step = layer, layer.step.clone()  # read (host sync) only to name a failing step
+        ctx.layer, ctx.step = layer, layer.host_step()
         ctx.shapes = (x.shape[0], x.shape[1], weight.shape[0])
         ctx.dtypes = (x.dtype, weight.dtype, None if bias is None else bias.dtype)
         return finish_forward(layer, x, weight, bias, y, path, keep_dtype=x.dtype in KERNEL_INPUT_DTYPES)
@@ -142,7 +143,7 @@ class Mxfp4CudaFunction(torch.autograd.Function):
         if need_dx or need_dw:
             with on_device(dy):
                 dx, dw, path = backward(extension(), kernel_input(dy), xtp, wtp, layer.options, x_dtype, w_dtype,
-                                        stream_handle(dy), need_dx, need_dw)
+                                        stream_handle(dy), need_dx, need_dw, deferred_check(layer, ctx.step))
             layer.last_backward_path = path
         dx, dw, db = finish_backward(ctx, layer, dy, dx, dw, (x_dtype, w_dtype, b_dtype), ctx.step)
         return dx, dw, db, None, None

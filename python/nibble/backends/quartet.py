@@ -1,6 +1,6 @@
 """Quartet on CUDA tensors through nibble's own kernels and cuBLASLt (the CUDA build of nibble._C).
 
-The GPU half of nibble.torch.Linear(recipe="quartet"); the same calls as src/engine/quartet_layer.cu:
+The GPU half of nibble.torch.Linear(recipe="quartet"); the same calls as src/recipes/quartet_layer.cu:
   fprop: X, W -> fused Hadamard + QuEST + exact E4M3 row re-encoding (one pass each; the MXFP4 planes
          and trust masks are kept for backward); Y = FP8 GEMM with OUTER_VEC row scales
   dY:    one launch of the backward quantizer writes the row-wise copy dYq (dgrad, inner dim O) and
@@ -17,7 +17,10 @@ Exactness (docs/spec.md §4): an operand pair runs the row-scaled FP8 GEMM while
 spread over <= 14 binades. Otherwise both are re-encoded per 1x128 group (VEC128), and when even that
 is inexact (or K % 128 != 0) both are decoded to BF16 (exact) for a BF16 GEMM. Nothing is flushed
 silently: the layer's last_path / last_backward_path say which GEMM ran and why.
-Cost of that choice: one host sync per forward and one per backward (reading the violation counters).
+Cost of that choice: with gemm_check="sync", one host sync per forward and one per backward (reading the
+violation counters before the GEMMs). With gemm_check="deferred" (the default) no host sync: the row
+FP8 GEMMs run, the counters are added to the layer's device flags (Linear.record_inexact) and read
+back after the pass; a pass that had violations is reported and the layer switches to "sync".
 Streams: everything runs on torch's current stream of the tensors' device, and the output tensors
 come from torch's caching allocator, so the extension never links libtorch.
 """
@@ -45,6 +48,14 @@ def unavailable_for(layer, x):
 def apply(layer, x):
     """y = x W^T (+ b) for x [tokens, in_features] on a CUDA device (x's dtype kept into the kernels)."""
     return QuartetCudaFunction.apply(x, layer.weight, layer.bias, layer)
+
+
+def deferred_check(layer, step=None):
+    """The layer's sink for violation counters under gemm_check="deferred" (None under "sync")."""
+    if layer.options["gemm_check"] != "deferred":
+        return None
+    step = layer.host_step() if step is None else step
+    return lambda counts, passes: layer.record_inexact(counts, passes, step)
 
 
 def unsupported_reason(ext, options):
@@ -119,9 +130,12 @@ def read_counts(counts, operands):
 
 def gemm_pair(ext, a, b, out, alpha, pass_, stream):
     """out = alpha * A * B^T on the coarsest exact path for this pair; returns a label for last_path.
-    a and b hold row re-encodings with counts read; a violating pair is re-encoded or decoded here."""
+    a and b hold row re-encodings with counts read (a violating pair is re-encoded or decoded here), or
+    with counts left on the device (rows_violating -1: gemm_check="deferred", the row GEMM runs)."""
     why = ""
-    if a.rows_violating or b.rows_violating:
+    if a.rows_violating < 0 and b.rows_violating < 0:
+        why = " (rows' exactness counted on the device, read back after the pass: gemm_check='deferred')"
+    elif a.rows_violating > 0 or b.rows_violating > 0:
         bad = ", ".join(f"{o.rows_violating} rows of {o.what}" for o in (a, b) if o.rows_violating)
         why = f" ({bad} spread over more than 14 binades)"
         k = a.p.cols
@@ -152,22 +166,32 @@ def gemm_pair(ext, a, b, out, alpha, pass_, stream):
     return f"{pass_} GEMM {gemm_into(ext, args, out, kw, a.mode)}{why}"
 
 
-def forward(ext, x, w, options, stream):
+def settle(counts, operands, passes, deferred):
+    """Read the violation counters into the operands (one host sync), or, deferred (a function of
+    (counts, passes)), hand them to it and leave the operands' counts unread."""
+    if deferred is None:
+        read_counts(counts, operands)
+    else:
+        deferred(counts, passes)
+
+
+def forward(ext, x, w, options, stream, deferred=None):
     """Y = Xq Wq^T for x [T, I], w [O, I] (float32 or bfloat16, contiguous, on one CUDA device).
-    Returns (y, x planes, w planes, path); y is bfloat16 when x is, else float32."""
+    Returns (y, x planes, w planes, path); y is bfloat16 when x is, else float32. deferred: see settle."""
     (t, i), o, dev = x.shape, w.shape[0], x.device
     xp, wp = Planes(t, i, dev, mask=True), Planes(o, i, dev, mask=True)
     counts = torch.full((2, 2), -1, dtype=torch.int32, device=dev)
     xo, wo = Operand(xp, "X", counts[0]), Operand(wp, "W", counts[1])
     kernel = xo.fused_forward(ext, x, options, stream)
     wo.fused_forward(ext, w, options, stream)
-    read_counts(counts, (xo, wo))
+    settle(counts, (xo, wo), ("fprop",), deferred)
     y = torch.empty(t, o, dtype=out_dtype(x.dtype), device=dev)
     g = gemm_pair(ext, xo, wo, y, 1.0, "fprop", stream)
     return y, xp, wp, f"cuda quartet forward: {kernel}; {g}"
 
 
-def backward(ext, dy, xp, wp, options, seed, dx_dtype, dw_dtype, stream, need_dx=True, need_dw=True):
+def backward(ext, dy, xp, wp, options, seed, dx_dtype, dw_dtype, stream, need_dx=True, need_dw=True,
+             deferred=None):
     """dX [T, I] and dW [O, I] (None where not needed) from dy [T, O] and the forward planes; `seed` is
     the layer's backward seed of this step (both rotations)."""
     (t, o), i, dev = dy.shape, xp.cols, dy.device
@@ -190,7 +214,7 @@ def backward(ext, dy, xp, wp, options, seed, dx_dtype, dw_dtype, stream, need_dx
     ops = [Operand(p, what, counts[j]) for j, (p, what) in enumerate(x for pr in pairs for x in pr[1:3])]
     for op in ops:
         op.reencode(ext, "row", stream)  # also counts the 1x128 groups when cols % 128 == 0
-    read_counts(counts, ops)
+    settle(counts, ops, [pr[0] for pr in pairs], deferred)
     epi = dict(scale=1.0, hadamard_size=options["hadamard_size"], rotate=options["rotate"], stream=stream)
     grads, paths = [], []
     for j, (pass_, _, _, mask, dtype) in enumerate(pairs):
@@ -213,9 +237,10 @@ class QuartetCudaFunction(torch.autograd.Function):
     def forward(ctx, x, weight, bias, layer):
         ext = extension()
         with on_device(x):
-            y, xp, wp, path = forward(ext, kernel_input(x), kernel_input(weight), layer.options, stream_handle(x))
+            y, xp, wp, path = forward(ext, kernel_input(x), kernel_input(weight), layer.options, stream_handle(x),
+                                      deferred_check(layer))
         ctx.save_for_backward(xp.codes, xp.scales, xp.mask, wp.codes, wp.scales, wp.mask)
-        ctx.layer, ctx.step, ctx.shapes = layer, int(layer.step), (x.shape[0], x.shape[1], weight.shape[0])
+        ctx.layer, ctx.step, ctx.shapes = layer, layer.host_step(), (x.shape[0], x.shape[1], weight.shape[0])
         ctx.dtypes = (x.dtype, weight.dtype, None if bias is None else bias.dtype)
         return finish_forward(layer, x, weight, bias, y, path, keep_dtype=x.dtype in KERNEL_INPUT_DTYPES)
 
@@ -232,7 +257,7 @@ class QuartetCudaFunction(torch.autograd.Function):
             with on_device(dy):
                 seed = quartet_backward_seed(layer.seed, step)
                 dx, dw, path = backward(extension(), dyk, xp, wp, layer.options, seed, x_dtype, w_dtype,
-                                        stream_handle(dy), need_dx, need_dw)
+                                        stream_handle(dy), need_dx, need_dw, deferred_check(layer, step))
             layer.last_backward_path = path
         dx, dw, db = finish_backward(ctx, layer, dy, dx, dw, (x_dtype, w_dtype, b_dtype), step)
         return dx, dw, db, None

@@ -2,7 +2,7 @@
 // quartet_fused_group_math.cuh and the NVFP4 kernels): E2M1 codes by float adds instead of the generic
 // bit-level fmt::encode_minifloat, each equal to the reference encoder on every input it takes:
 //  - encode_e2m1_fadd: nearest-even by ONE float add (identity with fmt::encode_e2m1 checked on all 2^32
-//    float bit patterns: tests/kernels/test_quartet_fused_e2m1.cu on the GPU, and once on the CPU);
+//    float bit patterns: tests/kernels/test_quartet_fused_forward.cu on the GPU, and once on the CPU);
 //  - encode_e2m1_sr_fast: stochastic rounding without 64-bit significand arithmetic or a branch;
 //  - the three adds against per-group magic constants (e2m1_magic_bits[_sat]) and the byte-permute packing;
 //  - NaN-propagating maxima, and the Philox draws: one block per 4 consecutive elements
@@ -104,7 +104,7 @@ __device__ __forceinline__ float amax32(const float* x) {
 // once per add, to nearest even, exactly where RNE_E2M1(w * 2^-k) rounds, because scaling by 2^(k-1)
 // is exact while everything stays normal: M0 >= 2^-105 for k >= -127; k <= kE2m1MagicMaxK keeps
 // 4M0 finite (larger k takes the generic path). Checked against fmt::encode_e2m1 on the CPU
-// (tests/kernels/test_quartet_fp4_magic.cu) and bit-exact through every kernel's GPU test.
+// (tests/kernels/test_quartet_fused_forward.cu, E2m1MagicEncoder) and bit-exact through every kernel's GPU test.
 inline constexpr int kE2m1MagicMaxK = 100;
 struct E2m1Magic {
   float m0, m1, m2, h1, h2;

@@ -10,7 +10,7 @@
 
 #include "nibble/kernels/gemm.hpp"
 
-namespace nibble::engine {
+namespace nibble::recipes {
 
 enum class TensorRole { x, w, dy };
 
@@ -46,4 +46,4 @@ std::unique_ptr<TensorQuantizer> make_tensor_quantizer(const std::string& recipe
 // baseline's backward operands; never timed).
 void transpose_bf16(const uint16_t* in, int64_t rows, int64_t cols, uint16_t* out, cudaStream_t stream);
 
-}  // namespace nibble::engine
+}  // namespace nibble::recipes

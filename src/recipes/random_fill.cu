@@ -4,7 +4,7 @@
 #include "nibble/format/bf16.hpp"
 #include "nibble/format/philox.hpp"
 
-namespace nibble::engine {
+namespace nibble::recipes {
 namespace {
 
 __global__ void fill_normal_bf16_kernel(uint16_t* out, int64_t n, uint64_t seed, float stddev) {
@@ -31,4 +31,4 @@ void fill_random_bf16(uint16_t* out, int64_t n, uint64_t seed, float stddev, cud
   NIBBLE_CHECK_LAUNCH();
 }
 
-}  // namespace nibble::engine
+}  // namespace nibble::recipes

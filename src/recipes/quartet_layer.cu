@@ -15,7 +15,7 @@
 #include "nibble/predict/quant_traffic.hpp"
 #include "reencoded_operand.hpp"
 
-namespace nibble::engine {
+namespace nibble::recipes {
 namespace {
 
 using bench::Mode;
@@ -139,4 +139,4 @@ std::unique_ptr<LayerRunner> make_quartet_runner(const LayerShape& shape, const 
   return std::make_unique<QuartetLayer>(shape, sources, settings);
 }
 
-}  // namespace nibble::engine
+}  // namespace nibble::recipes

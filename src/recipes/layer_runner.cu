@@ -3,7 +3,7 @@
 #include "nibble/predict/quant_traffic.hpp"
 #include "tensor_quantizer.hpp"
 
-namespace nibble::engine {
+namespace nibble::recipes {
 
 std::unique_ptr<LayerRunner> make_quartet_runner(const LayerShape& shape, const LayerSources& sources,
                                                  const RunnerSettings& settings, cudaStream_t stream);
@@ -137,4 +137,4 @@ std::unique_ptr<LayerRunner> make_layer_runner(const std::string& recipe, const 
   return std::make_unique<StandardLayer>(recipe, shape, sources, settings, stream);
 }
 
-}  // namespace nibble::engine
+}  // namespace nibble::recipes

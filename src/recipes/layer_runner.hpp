@@ -17,7 +17,7 @@
 #include "nibble/results/result.hpp"
 #include "nibble/kernels/gemm.hpp"
 
-namespace nibble::engine {
+namespace nibble::recipes {
 
 struct LayerShape {
   int64_t t = 0, i = 0, o = 0;
@@ -59,4 +59,4 @@ std::unique_ptr<LayerRunner> make_layer_runner(const std::string& recipe, const 
                                                const LayerSources& sources, const RunnerSettings& settings,
                                                cudaStream_t stream);
 
-}  // namespace nibble::engine
+}  // namespace nibble::recipes

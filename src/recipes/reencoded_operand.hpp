@@ -14,7 +14,7 @@
 #include "nibble/kernels/reencode.hpp"
 #include "nibble/kernels/scale_layout.hpp"
 
-namespace nibble::engine {
+namespace nibble::recipes {
 
 class ReencodedOperand {
  public:
@@ -61,4 +61,4 @@ struct Mxfp4Buffers {
   }
 };
 
-}  // namespace nibble::engine
+}  // namespace nibble::recipes

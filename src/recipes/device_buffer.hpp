@@ -10,7 +10,7 @@
 
 #include "nibble/kernels/check.hpp"
 
-namespace nibble::engine {
+namespace nibble::recipes {
 
 struct OutOfMemory : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -63,4 +63,4 @@ class DeviceBuffer {
 // counter-based generator keyed by `seed`: random, non-zero data, reproducible per seed.
 void fill_random_bf16(uint16_t* out, int64_t n, uint64_t seed, float stddev, cudaStream_t stream);
 
-}  // namespace nibble::engine
+}  // namespace nibble::recipes

@@ -11,7 +11,7 @@
 #include "reencoded_operand.hpp"
 #include "tensor_quantizer.hpp"
 
-namespace nibble::engine {
+namespace nibble::recipes {
 namespace {
 
 using cuda::ExecutionPath;
@@ -124,4 +124,4 @@ std::unique_ptr<TensorQuantizer> make_fp4_tensor_quantizer(const std::string& re
   throw std::invalid_argument("FP4 tensor quantizer: recipe '" + recipe + "' is not mxfp4 or nvfp4");
 }
 
-}  // namespace nibble::engine
+}  // namespace nibble::recipes

@@ -8,7 +8,7 @@
 #include "nibble/quant/recipe.hpp"
 #include "tensor_quantizer.hpp"
 
-namespace nibble::engine {
+namespace nibble::recipes {
 namespace {
 
 using cuda::DType;
@@ -194,4 +194,4 @@ std::unique_ptr<TensorQuantizer> make_tensor_quantizer(const std::string& recipe
   return make_fp4_tensor_quantizer(recipe, role, src, rows, cols, settings, stream);
 }
 
-}  // namespace nibble::engine
+}  // namespace nibble::recipes

@@ -4,7 +4,7 @@
 
 #include "reencoded_operand.hpp"
 
-namespace nibble::engine {
+namespace nibble::recipes {
 
 ReencodedOperand::ReencodedOperand(int64_t rows, int64_t cols, const std::string& what)
     : rows_(rows), cols_(cols), what_(what), e4m3_(rows * cols, what + " E4M3 re-encoding"),
@@ -57,4 +57,4 @@ cuda::GemmOperand ReencodedOperand::operand() const {
   return {e4m3_.get(), cuda::DType::e4m3, rows_, cols_, cuda::reencode_scale_mode(granularity_), scales_.get()};
 }
 
-}  // namespace nibble::engine
+}  // namespace nibble::recipes
