@@ -1,45 +1,73 @@
 #!/usr/bin/env bash
-# One batched call on the GPU machine: build with ninja, run the gpu tests, run the benchmarks, and
-# leave logs + JSON under $OUT (at most 8 files come back: keep the list short).
-# Usage: bash tools/gpu_check.sh [tests] [bench] [benchall] [kernels] [gemm] [triton] [torch] [sanitize] [train:MIN]
-# With PACK=1 everything lands in $OUT/run/ and is packed into $OUT/run.tgz (one file comes back).
+# The GPU check, for a machine with an NVIDIA Hopper GPU, the CUDA toolkit, PyTorch and nanobind:
+# builds everything (C++/CUDA, benchmarks and the Python extension) into build-gpu with 16 jobs, runs the
+# GPU tests (C++ and Python), then the benchmarks. Logs and JSON land in $OUT (default gpu-check-out/).
+#
+# Usage: bash tools/gpu_check.sh [stage ...]      (default: build tests bench kernels)
+#   build    configure + build (C++/CUDA tests, benchmarks, nibble, the extension nibble._C with CUDA)
+#   tests    ctest -L gpu, and the Python suite (tests/python) on the GPU beside it
+#   bench    nibble bench --mode all --repeat 3 on the default model (CodonFM-5B), JSON + CSV + text
+#   kernels  the quantizer benchmarks (fraction of copy bandwidth), JSON + text
+#   models   Mixtral-8x7B with and without --grad-accum 8, Llama-3-8B with --keep-bf16 first:2,last:2,
+#            each measured and predicted for this GPU
+#   step     the PyTorch step benchmark (benchmarks/step_bench.py), JSON
+# PACK=1 packs $OUT into $OUT/gpu-check.tgz (one file to carry back).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/nibble-out}
-FINAL_OUT=$OUT
-[ "${PACK:-0}" = 1 ] && OUT=$OUT/run
+OUT=${OUT:-$PWD/gpu-check-out}
 mkdir -p "$OUT"
-export PATH=/usr/local/cuda/bin:$PATH
-log=$OUT/log.txt
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv >"$log" 2>&1
-start=$(date +%s)
-if [ ! -f build-gpu/build.ninja ]; then
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DNIBBLE_BENCH=ON >>"$log" 2>&1 || { echo "configure failed"; tail -30 "$log"; exit 1; }
-fi
-cmake --build build-gpu -j 16 -- -k 0 >>"$log" 2>&1 || { echo "BUILD HAD ERRORS (continuing with what built):"; grep -E "error" "$log" | head -30; }
-echo "build: $(( $(date +%s) - start )) s" | tee -a "$log"
-want() { [ $# -eq 0 ] && return 0; for a in "${ARGS[@]}"; do [ "$a" = "$1" ] && return 0; done; return 1; }
-ARGS=("$@"); [ ${#ARGS[@]} -eq 0 ] && ARGS=(tests bench)
-if want tests; then
-  ctest --test-dir build-gpu -L gpu --output-on-failure --timeout 300 >"$OUT/gpu-tests.txt" 2>&1
-  tail -25 "$OUT/gpu-tests.txt"
-fi
-for b in "${ARGS[@]}"; do
-  case $b in
-    kernels) for x in build-gpu/benchmarks/gpu_quant_*_bench; do [ -x "$x" ] && timeout 120 "$x" --json "$OUT/$(basename "$x").json" 2>&1 | tail -30; done ;;
-    gemm) [ -x build-gpu/benchmarks/gpu_gemm_bench ] && timeout 200 build-gpu/benchmarks/gpu_gemm_bench --json "$OUT/gemm.json" 2>&1 | tail -30 ;;
-    bench) timeout 300 build-gpu/nibble bench --quiet --json "$OUT/bench.json" --html "$OUT/bench.html" --csv "$OUT/bench.csv" >"$OUT/bench.txt" 2>&1; head -60 "$OUT/bench.txt" ;;
-    benchall) timeout 300 build-gpu/nibble bench --quiet --mode all --autotune --json "$OUT/bench-all-autotune.json" \
-                --html "$OUT/bench-all-autotune.html" --csv "$OUT/bench-all-autotune.csv" >"$OUT/bench-all-autotune.txt" 2>&1
-              grep -iE "summary|speedup|x " "$OUT/bench-all-autotune.txt" | head -40 ;;
-    sanitize) timeout 240 bash tools/compute_sanitizer.sh build-gpu >"$OUT/compute-sanitizer.txt" 2>&1; echo "compute-sanitizer rc=$?"
-              cat "$OUT/compute-sanitizer.txt" | tail -50 ;;
-    train:*) mins=${b#train:}; [ -f tools/gpu_train.sh ] && OUT="$OUT" timeout $(( mins * 60 + 30 )) bash tools/gpu_train.sh "$mins" 2>&1 | tail -40 ;;
-    triton) timeout 150 python3 benchmarks/triton_dot_scaled_mxfp4.py --json "$OUT/triton.json" 2>&1 | tail -20 ;;
-    torch) for p in benchmarks/torch_compile_*.py; do timeout 150 python3 "$p" --json "$OUT/$(basename "$p" .py).json" 2>&1 | tail -15; done ;;
+export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
+PY=$(command -v python3)
+t0=$(date +%s)
+el() { echo "[$(( $(date +%s) - t0 )) s]"; }
+stages=("$@"); [ ${#stages[@]} -eq 0 ] && stages=(build tests bench kernels)
+nib=build-gpu/nibble
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit,memory.total --format=csv \
+  >"$OUT/gpu.txt" 2>&1
+head -2 "$OUT/gpu.txt"
+
+for stage in "${stages[@]}"; do
+  case $stage in
+    build)
+      { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DNIBBLE_BENCH=ON -DNIBBLE_PYTHON=ON \
+          -DPython_EXECUTABLE="$PY" && cmake --build build-gpu -j 16 -- -k 0; } >"$OUT/build.txt" 2>&1
+      echo "$(el) build rc=$?"; grep -E "error|FAILED" "$OUT/build.txt" | head -20 ;;
+    tests)
+      ( PYTHONPATH=python NIBBLE_BUILD_DIR=build-gpu timeout 420 "$PY" -m pytest -q -p no:cacheprovider -o addopts="" \
+          -rfE tests/python >"$OUT/python-gpu-tests.txt" 2>&1; echo "python rc=$?" >>"$OUT/python-gpu-tests.txt" ) &
+      ppid=$!
+      ctest --test-dir build-gpu -L gpu --output-on-failure --timeout 300 >"$OUT/gpu-tests.txt" 2>&1
+      echo "$(el) C++ GPU tests: $(grep 'tests passed' "$OUT/gpu-tests.txt")"; grep -E "FAILED|Failure" "$OUT/gpu-tests.txt" | head -20
+      wait $ppid
+      echo "$(el) Python: $(tail -2 "$OUT/python-gpu-tests.txt" | tr '\n' ' ')"
+      grep -E "^(FAILED|ERROR) " "$OUT/python-gpu-tests.txt" | head -20 ;;
+    bench)
+      timeout 400 $nib bench --quiet --mode all --repeat 3 --json "$OUT/bench-codonfm-5b.json" \
+        --csv "$OUT/bench-codonfm-5b.csv" >"$OUT/bench-codonfm-5b.txt" 2>&1
+      echo "$(el) bench rc=$?"; grep -E "^(bf16|fp8|mxfp|nvfp|quartet)" "$OUT/bench-codonfm-5b.txt" | head -40 ;;
+    kernels)
+      for b in fp8 fp4; do
+        timeout 150 build-gpu/benchmarks/gpu_quant_${b}_bench --json "$OUT/quantizers-$b.json" >"$OUT/quantizers-$b.txt" 2>&1
+        echo "$(el) quantizers-$b rc=$?"
+      done ;;
+    models)
+      gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+      run() {  # name, then nibble bench arguments; measured here, then predicted for this GPU
+        local name=$1; shift
+        timeout 200 $nib bench --quiet "$@" --json "$OUT/$name.json" >"$OUT/$name.txt" 2>&1
+        echo "$(el) $name rc=$?"
+        $nib bench --quiet "$@" --gpu "$gpu" --json "$OUT/$name-predicted.json" >"$OUT/$name-predicted.txt" 2>&1
+      }
+      run bench-mixtral-8x7b --hf-config tests/workload/fixtures/mixtral-8x7b.config.json --mbs 1 --seq 4096 --mode step
+      run bench-mixtral-8x7b-ga8 --hf-config tests/workload/fixtures/mixtral-8x7b.config.json --mbs 1 --seq 4096 --mode step --grad-accum 8
+      run bench-llama-3-8b-keep-bf16 --model llama-3-8b --mbs 1 --seq 8192 --mode step --keep-bf16 first:2,last:2 ;;
+    step)
+      timeout 400 "$PY" benchmarks/step_bench.py --json "$OUT/step.json" >"$OUT/step.txt" 2>&1
+      echo "$(el) step rc=$?"; tail -30 "$OUT/step.txt" ;;
+    *) echo "unknown stage $stage (build tests bench kernels models step)"; exit 2 ;;
   esac
 done
-echo "total: $(( $(date +%s) - start )) s"
+echo "$(el) done"
 if [ "${PACK:-0}" = 1 ]; then
-  tar -C "$FINAL_OUT" -czf "$FINAL_OUT/run.tgz" run && rm -rf "$FINAL_OUT/run"
+  tar -C "$OUT" -czf /tmp/gpu-check.tgz . && mv /tmp/gpu-check.tgz "$OUT/gpu-check.tgz"
 fi

@@ -33,8 +33,7 @@ _FP8_CUDA_RECIPES = ("fp8-current", "fp8-delayed", "fp8-block")  # backend cuda 
 _DEFAULTS = dict(backward_rounding="nearest", hadamard_size=32, rotate=True, forward_quantizer="quest",
                  mx_scale_rule="default", margin=0, window=1024, backend="auto", check_finite="deferred",
                  gemm_check="deferred", delayed_first_step="te")
-# fp8-delayed's first step (empty history), as quant::DelayedFirstStep; the text goes into the layer's paths.
-DELAYED_FIRST_STEP = {"te": "first step: scale 1 (Transformer Engine)", "own_amax": "first step: own amax"}
+DELAYED_FIRST_STEP = emulated.DELAYED_FIRST_STEP  # fp8-delayed's delayed_first_step values
 _CHECK_FINITE = {"deferred": "deferred", True: "sync", "sync": "sync", False: "off", "off": "off"}
 _FINITE_NAMES = ("input", "weight", "bias", "forward output", "incoming gradient", "input gradient", "weight gradient")
 _ORIGIN = {"input": "made upstream of this layer", "weight": "put there by an earlier update",

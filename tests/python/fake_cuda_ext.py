@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from nibble.backends import emulate
+from nibble.backends.reference import amax_for_scale
 
 
 QUARTET_RESCALE = 16.0 / 9.0
@@ -89,7 +90,6 @@ class FakeCudaExt:
         self.ref = ext  # the real extension (its CPU reference)
         self.values = {}  # data_ptr of a codes / e4m3 / bf16 tensor -> float32 values it stands for
         self.fp8 = {}  # data_ptr of an FP8 copy -> (its unscaled codes as float32, format)
-        self.scale_source = {}  # data_ptr of an s_enc written by update_fp8_delayed_scale -> (history, margin)
         self.calls = []
         self.gemms = []  # keyword arguments of every gemm_cuda call
         self.refuse_fp32_output = False  # act like a cuBLASLt without FP32-output FP8 algorithms
@@ -308,21 +308,22 @@ class FakeCudaExt:
         return "fake fp8-current two launches"
 
     def update_fp8_delayed_scale_cuda(self, amax_history, scale, scale_inv, *, step, format, margin=0, stream=0):
+        # The kernel's rule (quant::AmaxHistory): a history max that is 0 or non-finite (NaN above inf) keeps
+        # the previous scale pair.
         self.calls.append(f"update window {amax_history.numel()}")
-        h = amax_history.clone()
-        h = torch.where(torch.isfinite(h), h, torch.zeros_like(h))  # non-finite amaxes count as 0
-        scale[0] = s = emulate.per_tensor_encode_scale(FP8_MAX[format], h.max(), margin)
-        scale_inv[0] = 1.0 / s
-        self.scale_source[scale.data_ptr()] = (h, margin)
+        m = amax_history.abs().max()
+        if bool(torch.isfinite(m)) and float(m) > 0:
+            scale[0] = s = emulate.per_tensor_encode_scale(FP8_MAX[format], m, margin)
+            scale_inv[0] = 1.0 / s
         amax_history[(step + 1) % amax_history.numel()] = 0.0
         return "fake update"
 
     def _cast_with(self, x, scale, scale_inv, rowwise, colwise, fmt):
-        assert scale.data_ptr() in self.scale_source, "s_enc read before update_fp8_delayed_scale wrote it"
-        h, margin = self.scale_source[scale.data_ptr()]
-        d = self._per_tensor(x, "fp8-delayed", fmt, rowwise, colwise, margin=margin, amax_history=h.numpy(),
-                             window=h.numel())
-        if scale_inv is not None:  # the fake's update and the reference agree on the scale
+        # The reference quantizes with exactly the device's s_enc (a one-slot history that gives it).
+        s = float(scale[0])
+        hist = np.array([amax_for_scale(FP8_MAX[fmt], s)], dtype=np.float32)
+        d = self._per_tensor(x, "fp8-delayed", fmt, rowwise, colwise, amax_history=hist, window=1)
+        if scale_inv is not None:  # s_dec is the decode of the s_enc the cast used
             assert float(scale_inv[0]) == float(d["tensor_scale"]), (float(scale_inv[0]), d["tensor_scale"])
         return d
 
@@ -331,7 +332,8 @@ class FakeCudaExt:
         self.calls.append(f"fp8-delayed {format}")
         d = self._cast_with(x, scale, scale_inv, rowwise, colwise, format)
         slot = step % amax_history.numel()
-        amax_history[slot] = max(float(amax_history[slot]), d["amax"])  # the kernel's atomic max
+        # The kernel's atomic max (NaN above inf, so a non-finite amax stays in its slot).
+        amax_history[slot] = torch.maximum(amax_history[slot], torch.tensor(d["amax"], dtype=torch.float32))
         return "fake fp8-delayed single pass"
 
     def cast_transpose_fp8_cuda(self, x, scale, rowwise=None, colwise=None, amax_record=None, *, format, stream=0):
@@ -392,7 +394,7 @@ class FakeCudaExt:
         self.calls.append(f"gemm {pass_} {a_scale_mode}x{b_scale_mode}")
         self.gemms.append(dict(pass_=pass_, a_dtype=a_dtype, b_dtype=b_dtype, a_scale_mode=a_scale_mode,
                                b_scale_mode=b_scale_mode, accumulation=accumulation, operands=operands,
-                               out_dtype=out.dtype))
+                               out_dtype=out.dtype, alpha=alpha))
         # cuBLASLt's rules (src/kernels/gemm/gemm_validate.cpp).
         if a_scale_mode in BLOCK_MODES or b_scale_mode in BLOCK_MODES:
             assert a_scale_mode in BLOCK_MODES and b_scale_mode in BLOCK_MODES, "a block mode needs a block partner"

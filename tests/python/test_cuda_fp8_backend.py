@@ -157,7 +157,7 @@ GEMMS["fp8-delayed"] = GEMMS["fp8-current"]
 def test_layer_equals_reference_with_cpu_standin(recipe, dtype, rng, ext, fake):
     cu, ref = pair(recipe, dtype)
     x, gy = bf16_valued(randn(rng, T, I)).to(dtype), bf16_valued(randn(rng, T, O)).to(dtype)
-    for step in range(2):  # fp8-delayed: the one-shot step, then the history's
+    for step in range(2):  # fp8-delayed: the first step (scale 1), then the history's
         y, dx, dw, db = run(cu, x, gy)
         y_r, dx_r, dw_r, db_r = run(ref, x.float(), gy.float())
         assert (y.dtype, dx.dtype, dw.dtype, db.dtype) == (dtype,) * 4
@@ -172,8 +172,11 @@ def test_layer_equals_reference_with_cpu_standin(recipe, dtype, rng, ext, fake):
     assert cu.last_backward_path.startswith(f"cuda {recipe} backward"), cu.last_backward_path
     assert "dgrad GEMM native" in cu.last_backward_path and "wgrad GEMM native" in cu.last_backward_path
     if recipe == "fp8-delayed":
-        assert "(history)" in cu.last_path and "(history)" in cu.last_backward_path
+        te = "delayed scaling, first step: scale 1 (Transformer Engine)"
+        assert te in cu.last_path and te in cu.last_backward_path, cu.last_path
         torch.testing.assert_close(cu.amax_history, ref.amax_history, rtol=0, atol=0)
+        torch.testing.assert_close(cu.scale, ref.scale, rtol=0, atol=0)
+        assert not torch.equal(cu.scale, torch.ones(3))  # the second step's scales came from the history
     for g in fake.gemms:
         assert (g["a_dtype"], g["b_dtype"], g["a_scale_mode"], g["b_scale_mode"]) == GEMMS[recipe][g["pass_"]], g
         assert g["accumulation"] == "default" and g["operands"] == "native"  # TE: fast fprop, split dgrad/wgrad
@@ -199,7 +202,7 @@ def test_fp8_delayed_history_matches_reference_and_round_trips(rng, ext, fake):
         y, dx, dw, _ = run(cu, x, gy)
         y_r, dx_r, dw_r, _ = run(ref, x, gy)
         assert rel(y, y_r) < 1e-6 and rel(dx, dx_r) < 1e-6 and rel(dw, dw_r) < 1e-6
-        for k in ("amax_history", "amax_filled", "step"):
+        for k in ("amax_history", "amax_filled", "scale", "step"):
             assert torch.equal(getattr(cu, k), getattr(ref, k)), (s, k, getattr(cu, k), getattr(ref, k))
     assert float(cu.amax_history[0, -1]) == float(x.abs().max()) and int(cu.amax_filled[0]) == 3
     # Evaluation reads the X and W histories without adding to them, as the reference does.
@@ -222,30 +225,48 @@ def test_fp8_delayed_history_matches_reference_and_round_trips(rng, ext, fake):
     for a in outs[1:]:
         assert all(rel(p, q) < 1e-6 for p, q in zip(a, outs[0]))
     assert torch.equal(cu.amax_history, ref2.amax_history) and torch.equal(cu2.amax_history, ref2.amax_history)
-    # A fresh layer (empty history) quantizes this small x differently: the state mattered. Equal states
+    assert torch.equal(cu.scale, ref2.scale) and torch.equal(cu2.scale, ref2.scale)
+    # A fresh layer (empty history, scale 1) quantizes this small x differently: the state mattered. Equal states
     # agree to < 1e-6 above; different scales move y by FP8 rounding differences, ~1e-3 and down to
     # 6e-4 (NIBBLE_TEST_SEED=106, which failed the earlier bound of 1e-3), so the bound is 1e-5.
     fresh, _ = pair("fp8-delayed", window=3, margin=1)
     fresh.load_state_dict({k: v for k, v in cu.state_dict().items() if k in ("weight", "bias")}, strict=False)
     with torch.no_grad():
         assert rel(fresh(x), outs[0][0]) > 1e-5
-    assert "(one-shot: history = own amax)" in fresh.last_path
+    assert "first step: scale 1" in fresh.last_path and torch.equal(fresh.scale, torch.ones(3))
 
 
-def test_fp8_delayed_reads_amax_filled_back_only_until_each_history_is_known(rng, ext, fake, monkeypatch):
-    # The host sync of reading amax_filled happens until every role has recorded once; load_state_dict
-    # (which may bring empty histories) makes the layer read it again, and the one-shot rule applies.
+def test_fp8_delayed_te_reads_nothing_back(rng, ext, fake, monkeypatch):
+    # The default first step (scale 1) and kept scales are decided on the device: no host read of amax_filled.
     reads = []
     real = fp8._read_filled
     monkeypatch.setattr(fp8, "_read_filled", lambda layer: reads.append(layer) or real(layer))
-    cu, ref = pair("fp8-delayed", window=3, margin=1)
+    cu, ref = pair("fp8-delayed", window=3)
+    gy = bf16_valued(randn(rng, T, O))
+    for s in (1.0, 4.0):
+        x = bf16_valued(randn(rng, T, I, scale=s))
+        for a, b in zip(run(cu, x, gy), run(ref, x, gy)):
+            assert rel(a, b) < 1e-6, s
+    assert reads == [] and torch.equal(cu.scale, ref.scale)
+
+
+def test_fp8_delayed_own_amax_reads_amax_filled_back_only_until_each_history_is_known(rng, ext, fake, monkeypatch):
+    # delayed_first_step="own_amax": the host sync of reading amax_filled happens until every role has recorded
+    # once; load_state_dict (which may bring empty histories) makes the layer read it again, and the own-amax
+    # first step applies.
+    reads = []
+    real = fp8._read_filled
+    monkeypatch.setattr(fp8, "_read_filled", lambda layer: reads.append(layer) or real(layer))
+    cu, ref = pair("fp8-delayed", window=3, margin=1, delayed_first_step="own_amax")
     gy = bf16_valued(randn(rng, T, O))
     for s in (1.0, 4.0, 0.5):
         x = bf16_valued(randn(rng, T, I, scale=s))
         for a, b in zip(run(cu, x, gy), run(ref, x, gy)):
             assert rel(a, b) < 1e-6, s
+        if s == 1.0:
+            assert "this step: own amax" in cu.last_path and "this step: own amax" in cu.last_backward_path
     assert len(reads) == 2, "one read in the first forward (x, w), one in the first backward (dy)"
-    assert "(history)" in cu.last_path and "(history)" in cu.last_backward_path
+    assert "first step: own amax" in cu.last_path and "this step" not in cu.last_path
     assert torch.equal(cu.amax_history, ref.amax_history) and torch.equal(cu.amax_filled, ref.amax_filled)
     empty = dict(cu.state_dict(), amax_history=torch.zeros_like(cu.amax_history),
                  amax_filled=torch.zeros_like(cu.amax_filled))
@@ -254,21 +275,32 @@ def test_fp8_delayed_reads_amax_filled_back_only_until_each_history_is_known(rng
     x = bf16_valued(randn(rng, T, I, scale=0.1))
     for a, b in zip(run(cu, x, gy), run(ref, x, gy)):
         assert rel(a, b) < 1e-6
-    assert "(one-shot: history = own amax)" in cu.last_path and len(reads) == 4
-    assert torch.equal(cu.amax_history, ref.amax_history)
+    assert "this step: own amax" in cu.last_path and len(reads) == 4
+    assert torch.equal(cu.amax_history, ref.amax_history) and torch.equal(cu.scale, ref.scale)
 
 
-def test_non_finite_amax_takes_its_slot_as_zero(rng, ext, fake):
-    cu, ref = pair("fp8-delayed", window=4, check_finite=False)
+def test_non_finite_amax_stays_in_its_slot_and_the_scale_holds(rng, ext, fake):
+    # Transformer Engine's rule: the inf is recorded as it is, and while it is in the window the history max is
+    # non-finite, so the scale stays what it was; once the window has moved past it, the history decides again.
+    cu, ref = pair("fp8-delayed", window=2, check_finite=False)
     x, gy = bf16_valued(randn(rng, T, I)), bf16_valued(randn(rng, T, O))
-    run(cu, x, gy)
-    run(ref, x, gy)
-    x = x.clone()
-    x[3, 5] = float("inf")
-    with torch.no_grad():
-        cu(x)
-        ref(x)
-    assert torch.equal(cu.amax_history, ref.amax_history) and float(cu.amax_history[0, -1]) == 0.0
+    for m in (cu, ref):
+        run(m, x, gy)
+        run(m, x, gy)
+    held = cu.scale.clone()
+    assert float(held[0]) != 1.0 and torch.equal(held, ref.scale)
+    bad = x.clone()
+    bad[3, 5] = float("inf")
+    small = bf16_valued(randn(rng, T, I, scale=1e-3))
+    for step, xs in enumerate((bad, small, small, small)):
+        with torch.no_grad():
+            assert rel(cu(xs), ref(xs)) < 1e-6, step
+        assert torch.equal(cu.amax_history, ref.amax_history) and torch.equal(cu.scale, ref.scale), step
+        if step == 0:
+            assert float(cu.amax_history[0, -1]) == float("inf")
+        if step in (1, 2):  # the inf is in the window: the x scale is the one from before it
+            assert float(cu.scale[0]) == float(held[0]), step
+    assert float(cu.scale[0]) > 100 * float(held[0])  # inf gone: the small inputs' amaxes set the scale
 
 
 @pytest.mark.parametrize("recipe", FP8_RECIPES)
@@ -394,7 +426,7 @@ def test_gpu_layer_matches_reference(recipe, dtype, rng, cuda_ext):
     cu, ref = pair(recipe, dtype, device="cuda")
     x, gy = bf16_valued(randn(rng, T, I)), bf16_valued(randn(rng, T, O))
     w, b = ref.weight.detach().double(), ref.bias.detach().double()
-    for step in range(2):  # fp8-delayed: the one-shot step, then the history's
+    for step in range(2):  # fp8-delayed: the first step (scale 1), then the history's
         y, dx, dw, db = run(cu, x.to(dtype).cuda(), gy.to(dtype).cuda())
         y_r, dx_r, dw_r, db_r = run(ref, x, gy)
         assert y.is_cuda and (y.dtype, dx.dtype, dw.dtype, db.dtype) == (dtype,) * 4
@@ -416,6 +448,7 @@ def test_gpu_layer_matches_reference(recipe, dtype, rng, cuda_ext):
             assert rel(p, q) < tight, (step, name, rel(p, q))
     if recipe == "fp8-delayed":
         assert torch.equal(cu.amax_history.cpu(), ref.amax_history) and torch.equal(cu.amax_filled.cpu(), ref.amax_filled)
+        assert torch.equal(cu.scale.cpu(), ref.scale)
 
 
 def test_gpu_fp8_delayed_state_dict_round_trip_with_reference(rng, cuda_ext):
@@ -431,7 +464,38 @@ def test_gpu_fp8_delayed_state_dict_round_trip_with_reference(rng, cuda_ext):
     x = bf16_valued(randn(rng, T, I, scale=0.1))
     a, b = run(cu, x.cuda(), gy.cuda()), run(back, x, gy)
     assert all(rel(p, q) < 2.0 ** -7 for p, q in zip(a, b))
-    assert torch.equal(cu.amax_history.cpu(), back.amax_history)
+    assert torch.equal(cu.amax_history.cpu(), back.amax_history) and torch.equal(cu.scale.cpu(), back.scale)
+
+
+def test_gpu_update_keeps_the_scale_pair_on_a_zero_or_non_finite_history(cuda_ext):
+    for bad in (0.0, float("nan"), float("inf")):
+        hist = torch.tensor([0.0, bad, 0.0, 0.0], device="cuda")
+        sc = torch.full((3, 4), 3.0, device="cuda")
+        sc[2, 0] = 1.0 / 3.0
+        cuda_ext.update_fp8_delayed_scale_cuda(hist, sc[1, :1], sc[2, :1], step=3, format="e4m3")
+        assert float(sc[1, 0]) == 3.0 and float(sc[2, 0]) == float(torch.tensor(1.0) / 3.0), bad
+
+
+@pytest.mark.parametrize("first_step", ["te", "own_amax"])
+def test_gpu_fp8_delayed_scale_state_matches_reference(first_step, rng, cuda_ext):
+    # Transformer Engine's rules on the device: scale 1 (or the own amax) first, the history's after, the
+    # previous scale kept through an all-zero window and while an inf is in it, step for step as the reference.
+    cu, ref = pair("fp8-delayed", device="cuda", window=2, check_finite=False, delayed_first_step=first_step)
+    bad = bf16_valued(randn(rng, T, I))
+    bad[1, 2] = float("inf")
+    zeros = torch.zeros(T, I)
+    for step, x in enumerate([bf16_valued(randn(rng, T, I)), zeros, zeros, zeros, bad,
+                              bf16_valued(randn(rng, T, I, scale=1e-3)), bf16_valued(randn(rng, T, I, scale=1e-3))]):
+        with torch.no_grad():
+            y, y_r = cu(x.cuda()), ref(x)
+        finite = torch.isfinite(y_r)
+        assert bool((torch.isfinite(y.cpu()) == finite).all()), step
+        if bool(finite.any()) and float(y_r[finite].abs().max()) > 0:
+            assert rel(y.cpu()[finite], y_r[finite]) < 2.0 ** -7, step
+        assert torch.equal(cu.scale.cpu(), ref.scale), (step, cu.scale, ref.scale)
+        assert torch.equal(cu.amax_history.cpu(), ref.amax_history), step
+    label = "first step: own amax" if first_step == "own_amax" else "first step: scale 1 (Transformer Engine)"
+    assert label in cu.last_path, cu.last_path
 
 
 def test_gpu_auto_picks_the_fp8_kernels_and_falls_back_on_odd_shapes(rng, cuda_ext):
@@ -470,9 +534,12 @@ def test_gpu_bad_inputs_raise_clearly(cuda_ext):
 def test_weight_cache_quantizes_w_once_per_weight_version(recipe, rng, ext, fake):
     # Inside nt.weight_cache(model) the weight's copies are made by the first micro-batch and reused while the
     # weight is unchanged (bit for bit what a fresh quantization gives); an in-place update (the optimizer's)
-    # bumps the weight's version and the next pass quantizes it again.
-    cu, _ = pair(recipe)
-    plain, _ = pair(recipe)
+    # bumps the weight's version and the next pass quantizes it again. fp8-delayed: with the own-amax first step
+    # the weight's scale is its own amax's from the first step on (with "te" the first micro-batch's copy has
+    # scale 1, which a fresh quantization at the second would not: what Transformer Engine's reuse does too).
+    opts = dict(delayed_first_step="own_amax") if recipe == "fp8-delayed" else {}
+    cu, _ = pair(recipe, **opts)
+    plain, _ = pair(recipe, **opts)
     plain.load_state_dict(cu.state_dict())
     gy = bf16_valued(randn(rng, T, O))
     xs = [bf16_valued(randn(rng, T, I)) for _ in range(3)]

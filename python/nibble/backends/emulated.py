@@ -10,6 +10,9 @@ from . import emulate
 RECIPES = ("bf16", "fp8-delayed", "fp8-current", "fp8-block", "mxfp8", "nvfp4", "mxfp4", "quartet")
 PER_TENSOR = ("bf16", "fp8-delayed", "fp8-current")
 FP8_FMAX = {"x": 448.0, "w": 448.0, "dy": 57344.0}  # hybrid: E5M2 for gradients
+# fp8-delayed's first step (empty history), as quant::DelayedFirstStep: option value -> the text in every
+# backend's path.
+DELAYED_FIRST_STEP = {"te": "first step: scale 1 (Transformer Engine)", "own_amax": "first step: own amax"}
 
 
 class EmulatedBackend:

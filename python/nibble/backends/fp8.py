@@ -10,10 +10,13 @@ The GPU half of nibble.torch.Linear for those recipes; the calls of src/recipes/
 Recipes (docs/spec.md §2, the same rules as the reference backend):
   fp8-current  per tensor, hybrid (E4M3 X and W, E5M2 dY): the amax pass, then the cast pass deriving
                s_enc = fmax / amax on the device (two launches, no host round trip)
-  fp8-delayed  per tensor, hybrid: s_enc from the module's amax history (its amax_history / amax_filled
-               buffers, newest last, the state_dict format every backend shares), then one cast pass that
-               records this step's amax into the history. An empty history uses the tensor's own amax;
-               evaluation passes read X's and W's histories without adding to them (dY always records).
+  fp8-delayed  per tensor, hybrid, Transformer Engine's delayed scaling on the module's state (amax_history /
+               amax_filled / scale buffers, history newest last, the state_dict format every backend shares):
+               the update kernel sets s_enc from the history max when that is finite and > 0 (else the
+               layer's previous scale stays; 1 before any update, TE's first step), then one cast pass
+               records this step's amax (NaN/inf as they are). delayed_first_step="own_amax": an empty
+               history uses the tensor's own amax instead (an amax pass). Evaluation passes read X's and W's
+               histories without adding to them (dY always records).
   fp8-block    E4M3, 1x128 blocks for X and dY (VEC128 scales), 128x128 blocks for W (BLK128x128). The
                column-wise copies are blocked along the transposed tensors' inner dimension, i.e. what the
                reference backend's requantization of X^T, dY^T and W^T gives.
@@ -22,9 +25,10 @@ GEMMs: gemm_cuda on the recipe's own FP8 data (path "native"), accumulation as i
 Inputs: the FP8 kernels read BF16, so FP32 tensors are rounded to BF16 first (one cast each, named in
 last_path). On BF16 values every quantized operand equals the reference backend's bit for bit, and the
 results differ from it only by the GEMMs' accumulation (and the BF16 outputs of BF16 inputs).
-Host syncs: none for fp8-current and fp8-block. fp8-delayed needs to know whether a role's history is
-empty (the one-shot rule) and reads amax_filled back only until each role has recorded once: the layer
-remembers non-empty histories (_history_nonempty), and load_state_dict forgets them. Streams and
+Host syncs: none for fp8-current, fp8-block and fp8-delayed (the first step and kept scales are decided on
+the device). With delayed_first_step="own_amax", fp8-delayed needs to know whether a role's history is
+empty and reads amax_filled back only until each role has recorded once: the layer remembers non-empty
+histories (_history_nonempty), and load_state_dict forgets them. Streams and
 allocation as in nibble.backends.quartet.
 """
 import copy
@@ -33,6 +37,7 @@ import torch
 
 from .._ext import bf16_input, extension, extension_error, extension_lacks, on_device, out_dtype, stream_handle
 from .common import finish_backward, finish_forward, gemm_into
+from .emulated import DELAYED_FIRST_STEP
 from ..weight_cache import cached
 
 RECIPES = ("fp8-current", "fp8-delayed", "fp8-block")
@@ -95,7 +100,7 @@ def _delayed(ext, layer, x, role, fmt, row, col, scale, scale_inv, filled, strea
     window, margin = hist.shape[0], layer.options["margin"]
     record = layer.training or role == "dy"
     own_first = layer.options["delayed_first_step"] == "own_amax" and not filled
-    how = "history" if filled else layer_first_step(layer)
+    how = DELAYED_FIRST_STEP[layer.options["delayed_first_step"]] + ("; this step: own amax" if own_first else "")
     # The update writes s_enc and s_dec only where the history max is finite and > 0 (else the previous scale
     # stays, 1 before any update), so s_dec starts as the decode of the layer's scale. It reads every slot
     # (unfilled ones hold 0, which the max ignores), then zeroes slot 0, the oldest amax, which the roll below
@@ -127,12 +132,6 @@ def _delayed(ext, layer, x, role, fmt, row, col, scale, scale_inv, filled, strea
         how += "; eval: not recorded"
         kernels.append(ext.cast_transpose_fp8_cuda(x, scale, row, col, None, format=fmt, stream=stream))
     return f"fp8-delayed {fmt} (delayed scaling, {how}): " + " + ".join(kernels)
-
-
-def layer_first_step(layer):
-    """The path text of the layer's fp8-delayed first-step rule (nibble.torch.DELAYED_FIRST_STEP)."""
-    return {"te": "first step: scale 1 (Transformer Engine)",
-            "own_amax": "first step: own amax"}[layer.options["delayed_first_step"]]
 
 
 def _history_known(layer, roles):

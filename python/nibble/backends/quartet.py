@@ -8,6 +8,8 @@ The GPU half of nibble.torch.Linear(recipe="quartet"); the same calls as src/rec
          a pass whose gradient is not needed gets no copy
   dgrad: Wq^T = backward quantizer of the forward Wq, transposed; dX = epilogue(GEMM(dYq, Wq^T) * 16/9, Mx)
   wgrad: Xq^T from the forward Xq; dW = epilogue(GEMM(dYq^T, Xq^T) * 16/9, Mw)
+  forward_quantizer="absmax" (upstream's ablation): the planes hold 3/4 of Xq and Wq (prescale 0.75, all
+         mask bits 1), so Y's GEMM is x16/9 and dgrad's and wgrad's are x64/27 (gemm_alphas)
 One sign seed per layer per step (nibble.seeds.quartet_backward_seed) serves both rotations, and the
 quantizers use the CPU reference's keys, so every quantized operand equals the reference backend's bit
 for bit; results differ from it only by the GEMMs' FP32 accumulation (and BF16 rounding of outputs
@@ -32,6 +34,16 @@ from ..seeds import quartet_backward_seed
 from .common import finish_backward, finish_forward, gemm_into
 
 QUARTET_RESCALE = 16.0 / 9.0
+ABSMAX_PRESCALE = 0.75  # forward_quantizer="absmax": the planes decode to 3/4 of the rotated values
+
+
+def gemm_alphas(options):
+    """(fprop, dgrad/wgrad) GEMM alphas. quest: 1 and 16/9 (the backward quantizer's 3/4 prescale on both
+    operands). absmax: its planes hold 3/4 of Xq and Wq, so fprop is x16/9, and Wq^T / Xq^T requantized
+    from them are 3/4 smaller once more: x16/9 x4/3 = 64/27 (the reference backend: 4/3 before its epilogue)."""
+    if options["forward_quantizer"] == "absmax":
+        return 1.0 / (ABSMAX_PRESCALE * ABSMAX_PRESCALE), QUARTET_RESCALE / ABSMAX_PRESCALE
+    return 1.0, QUARTET_RESCALE
 
 
 def unavailable(options):
@@ -186,7 +198,7 @@ def forward(ext, x, w, options, stream, deferred=None):
     wo.fused_forward(ext, w, options, stream)
     settle(counts, (xo, wo), ("fprop",), deferred)
     y = torch.empty(t, o, dtype=out_dtype(x.dtype), device=dev)
-    g = gemm_pair(ext, xo, wo, y, 1.0, "fprop", stream)
+    g = gemm_pair(ext, xo, wo, y, gemm_alphas(options)[0], "fprop", stream)
     return y, xp, wp, f"cuda quartet forward: {kernel}; {g}"
 
 
@@ -220,9 +232,9 @@ def backward(ext, dy, xp, wp, options, seed, dx_dtype, dw_dtype, stream, need_dx
     for j, (pass_, _, _, mask, dtype) in enumerate(pairs):
         a, b = ops[2 * j], ops[2 * j + 1]
         g = torch.empty(a.p.rows, b.p.rows, dtype=out_dtype(dtype), device=dev)
-        paths.append(gemm_pair(ext, a, b, g, QUARTET_RESCALE, pass_, stream))
+        paths.append(gemm_pair(ext, a, b, g, gemm_alphas(options)[1], pass_, stream))
         out = torch.empty_like(g)
-        ext.quartet_epilogue_cuda(g, mask, out, **epi)  # 16/9 is folded into the GEMM's alpha
+        ext.quartet_epilogue_cuda(g, mask, out, **epi)  # 16/9 (absmax: 64/27) is folded into the GEMM's alpha
         grads.append(out)
     dx = grads.pop(0) if need_dx else None
     dw = grads.pop(0) if need_dw else None
