@@ -14,76 +14,29 @@ and an emulated row's step time measures the emulation, not nibble's kernels. Wh
 for the question "does the GEMM speedup survive a step": the bf16 step, its 12 linear GEMMs alone (so
 the fraction of the step outside the GEMMs), and, with --bench-json, the step speedup that nibble
 bench's GEMM-only speedup projects to (Amdahl: 1 / (1 - f + f / g)).
+The whole training step of a Llama-style model (embedding, N blocks, LM head, loss, AdamW), next to
+torch.compile and torchao: benchmarks/model_step_bench.py.
 """
 import argparse
-import contextlib
 import json
 import os
 import statistics
 import sys
 import time
 
-import torch
-import torch.nn.functional as F
-from torch import nn
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-import nibble.torch as nt  # noqa: E402
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import step_report  # noqa: E402
 
 PRESETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "presets")
+torch = nt = step_model = None  # imported by _import_torch() once the arguments parse: --help needs no torch
 
 
-class _RMSNorm(nn.Module):  # torch < 2.4 (the CPU smoke test on Debian's torch 1.13); the GPU uses nn.RMSNorm
-    def __init__(self, dim, eps=1e-6):
-        super().__init__()
-        self.weight, self.eps = nn.Parameter(torch.ones(dim)), eps
-
-    def forward(self, x):
-        return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps).to(x.dtype) * self.weight
-
-
-def attention(q, k, v):
-    """Causal attention; GQA by repeating K/V heads, so the fused (flash) kernels always apply."""
-    if k.shape[1] != q.shape[1]:
-        k, v = (t.repeat_interleave(q.shape[1] // k.shape[1], dim=1) for t in (k, v))
-    if hasattr(F, "scaled_dot_product_attention"):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    t = q.shape[-2]  # torch 1.13 CPU smoke test only
-    s = (q @ k.transpose(-1, -2)) / (q.shape[-1] ** 0.5)
-    s = s.masked_fill(torch.ones(t, t, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
-    return s.softmax(-1) @ v
-
-
-class Block(nn.Module):
-    def __init__(self, hidden, ffn, heads, kv_heads, gated):
-        super().__init__()
-        self.heads, self.kv_heads, self.hd, self.gated = heads, kv_heads, hidden // heads, gated
-        norm = getattr(nn, "RMSNorm", _RMSNorm)
-        self.n1, self.n2 = norm(hidden), norm(hidden)
-        self.qkv = nn.Linear(hidden, (heads + 2 * kv_heads) * self.hd, bias=False)
-        self.proj = nn.Linear(heads * self.hd, hidden, bias=False)
-        self.up = nn.Linear(hidden, (2 if gated else 1) * ffn, bias=False)
-        self.down = nn.Linear(ffn, hidden, bias=False)
-
-    def forward(self, x):
-        b, t, h = x.shape
-        q, k, v = self.qkv(self.n1(x)).split([self.heads * self.hd, self.kv_heads * self.hd,
-                                             self.kv_heads * self.hd], dim=-1)
-        q = q.view(b, t, self.heads, self.hd).transpose(1, 2)
-        k = k.view(b, t, self.kv_heads, self.hd).transpose(1, 2)
-        v = v.view(b, t, self.kv_heads, self.hd).transpose(1, 2)
-        a = attention(q, k, v)
-        x = x + self.proj(a.transpose(1, 2).reshape(b, t, -1))
-        u = self.up(self.n2(x))
-        if self.gated:
-            g, u = u.chunk(2, -1)
-            u = F.silu(g) * u
-        else:
-            u = F.gelu(u)
-        return x + self.down(u)
+def _import_torch():
+    global torch, nt, step_model
+    import torch
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    import nibble.torch as nt
+    import step_model
 
 
 DEVICE = "cuda"
@@ -111,9 +64,8 @@ def _events_ms(fn, reps, warmup):
 def make_block(hidden, ffn, heads, kv, gated):
     """The BF16 block, initialised on the device itself where torch allows it (torch >= 2.0: a 5B-class
     block has ~200 M parameters, slow to initialise on the host)."""
-    ctx = torch.device(DEVICE) if hasattr(torch.device, "__enter__") else contextlib.nullcontext()
-    with ctx:
-        return Block(hidden, ffn, heads, kv, gated).to(DEVICE).to(torch.bfloat16)
+    with step_model.on_device(DEVICE):
+        return step_model.Block(hidden, ffn, heads, kv, gated).to(DEVICE).to(torch.bfloat16)
 
 
 def _device_name():
@@ -185,6 +137,7 @@ def main():
     ap.add_argument("--html", help="write a self-contained HTML report here (benchmarks/step_report.py)")
     ap.add_argument("--device", default="cuda", help="cuda; cpu only smoke-tests the script (no timing worth reading)")
     a = ap.parse_args()
+    _import_torch()
     for flag, path in (("--json", a.json), ("--html", a.html)):  # before the long run, not after it
         folder = os.path.dirname(os.path.abspath(path)) if path else None
         if folder and not (os.path.isdir(folder) and os.access(folder, os.W_OK)):

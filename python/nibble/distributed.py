@@ -8,7 +8,7 @@
         opt.step(); opt.zero_grad()
         nibble.distributed.sync_amax(model)    # identical delayed scales on every rank
 
-A nibble.torch.Linear carries four buffers; under DDP they fall into two kinds.
+A nibble.torch.Linear carries five buffers; under DDP they fall into two kinds.
 - `seed_buffer` (the backward's random signs and stochastic-rounding bits) must DIFFER across ranks.
   A random-sign Hadamard rotation and stochastic rounding are unbiased in expectation over their
   random bits; with an independent seed per rank every rank's gradient is an unbiased estimate on its
@@ -20,7 +20,9 @@ A nibble.torch.Linear carries four buffers; under DDP they fall into two kinds.
   sees a different shard of the batch, so each would record different activation and gradient amaxes
   and derive different scales, and the ranks would quantize with different FP8 grids. `sync_amax`
   all-reduces them with MAX after each optimizer step (Transformer Engine's amax reduction does the
-  same over the data-parallel group), so the next step's scales cover every rank's tensors.
+  same over the data-parallel group), so the next step's scales cover every rank's tensors. `scale`
+  (fp8-delayed's s_enc per role) needs no collective: each step first updates it from the all-reduced
+  history (or keeps it where that history's max is 0 or non-finite), the same on every rank.
   `step` needs nothing: every rank runs the same number of training forwards.
 
 Why DistributedDataParallel(..., broadcast_buffers=False): with the default True, DDP copies rank 0's

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from ._ext import extension, load_extension, recipe_names
+from . import ops
 from .backends import decoded, emulate, emulated, fp8, mxfp4, quartet, reference
 from .readback import DeviceFlags, capturing
 from .weight_cache import weight_cache  # noqa: F401  (part of this module's API)
@@ -204,6 +205,24 @@ class Linear(nn.Module):
         self._weight_copies = None  # quantized weight copies while weight_cache(model) is on
         self.inexact_passes = []  # (first step, passes, violating rows) found by gemm_check="deferred"
         self.forget_history_state()
+        self._new_flags()
+        self._op_key = ops.register(self)  # the custom ops' handle on this layer (nibble.ops)
+
+    def _new_flags(self):
+        """The deferred checks' device flags on the buffers' device, made before any pass (so a compiled graph
+        finds them as inputs instead of creating them)."""
+        for flags in (self._finite_flags, self._inexact_flags):
+            flags.on(self.step.device)
+
+    def _apply(self, fn, *args, **kwargs):
+        out = super()._apply(fn, *args, **kwargs)
+        if self._finite_flags.values is None or self._finite_flags.values.device != self.step.device:
+            self._new_flags()  # moved (model.cuda()): fresh flags there, as DeviceFlags.on at first use
+        return out
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self._op_key = ops.register(self)  # a copy (copy.deepcopy, unpickling) is a layer of its own
 
     def forget_history_state(self):
         """Forget which fp8-delayed amax histories are known non-empty (nibble.backends.fp8 reads amax_filled
@@ -286,6 +305,14 @@ class Linear(nn.Module):
                           stacklevel=3)
         return None
 
+    def _compiled_kernels(self, x):
+        """Whether a traced call runs on nibble's CUDA kernels through the custom ops: _cuda_kernels' choice
+        without its side effects (a fallback takes the eager path, with its warning)."""
+        if self.recipe not in CUDA_RECIPES or not x.is_cuda or self.options["backend"] not in ("auto", "cuda"):
+            return False
+        module = {"quartet": quartet, "mxfp4": mxfp4, "mxfp8": decoded, "nvfp4": decoded}.get(self.recipe, fp8)
+        return module.unavailable_for(self, x) is None
+
     def _quantize(self, be, x, role, idx, seed=0, rht=False):
         if self.recipe != "fp8-delayed":
             v, _, path = be.plain(x, self.recipe, role, seed, None, rht)
@@ -339,6 +366,7 @@ class Linear(nn.Module):
         where = ("already non-finite on entry: " + ", ".join(f"{c}, {_ORIGIN[c.split(' (')[0]]}" for c in came)
                  if came else "its inputs were finite, so they first appeared in this layer's quantize/GEMM: "
                  + ", ".join(made))
+        step = int(step)  # a device scalar where a pass kept the step on the device
         raise NonFiniteError(f"step {step}: non-finite values (NaN/inf) at layer '{self.layer_name or 'Linear'}' "
                              f"(recipe {self.recipe}, path {self.last_path}): {where}{how}")
 
@@ -407,12 +435,15 @@ class Linear(nn.Module):
         rows = counts[:, 0].clamp(min=0).to(torch.int64).sum()
         bit = sum(_PASS_BITS[p] for p in passes)
         hit = rows > 0
-        v[1:2].copy_(torch.where((v[0] == 0) & hit, torch.full_like(v[1], step), v[1]).reshape(1))
+        step = step.to(v.device, torch.int64).reshape(()) if isinstance(step, torch.Tensor) else \
+            torch.full_like(v[1], step)  # a device scalar where a pass kept the step on the device
+        v[1:2].copy_(torch.where((v[0] == 0) & hit, step, v[1]).reshape(1))
         v[2:3].bitwise_or_(torch.where(hit, torch.full_like(v[2], bit), torch.zeros_like(v[2])).reshape(1))
         v[0:1].add_(rows.reshape(1))
 
     def forward(self, x):
-        if not capturing():
+        compiling = _compiling()
+        if not compiling and not capturing():
             self.poll_device_flags()
         shape = x.shape
         x2 = x.reshape(-1, self.in_features)
@@ -420,6 +451,10 @@ class Linear(nn.Module):
                 and torch.is_grad_enabled() and x2.shape[0] % _BLOCK_ALONG_K[self.recipe]:
             raise ValueError(f"layer '{self.layer_name}': {x2.shape[0]} tokens is not a multiple of "
                              f"{_BLOCK_ALONG_K[self.recipe]}, the block size of the wgrad GEMM's inner dimension")
+        if compiling and ops.REGISTERED and self._compiled_kernels(x2):
+            # torch.compile: the custom ops (nibble.ops) run the same kernels and advance the step; the deferred
+            # checks' flags accumulate on the device, read by check_finite(model) or poll_device_flags().
+            return ops.linear(self, x2).reshape(*shape[:-1], self.out_features).to(x.dtype)
         cuda_module = self._cuda_kernels(x2)
         if cuda_module is not None:
             y = cuda_module.apply(self, x2)  # keeps x's dtype into the kernels
@@ -439,6 +474,12 @@ class Linear(nn.Module):
 
 
 _BIT_WEIGHTS = {}
+
+
+def _compiling():
+    """Whether torch.compile is tracing this call (torch >= 2.3; older torch: never)."""
+    compiler = getattr(torch, "compiler", None)
+    return compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling()
 
 
 def _bit_weights(device, indices):

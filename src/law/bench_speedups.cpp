@@ -1,11 +1,13 @@
 // Reader of FP4/FP8 pass speedups from a `nibble bench` JSON; see bench_speedups.hpp.
 #include "nibble/law/bench_speedups.hpp"
 
+#include "nibble/io/json_fields.hpp"
+#include "nibble/io/json_file.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
@@ -148,10 +150,7 @@ BenchSpeedups speedups_from_bench_json(const nlohmann::json& bench, const BenchS
   out.fp8_path = summary_path(bench, out.fp8_recipe, out.mode);
   out.fp4_path = summary_path(bench, out.fp4_recipe, out.mode);
   out.gpu = bench.contains("gpu") && bench["gpu"].is_string() ? bench["gpu"].get<std::string>() : "unknown GPU";
-  if (bench.contains("predicted") && !bench["predicted"].is_boolean())
-    throw std::invalid_argument(fmt::format("{}: 'predicted' must be true or false, not {}", origin,
-                                            bench["predicted"].dump()));
-  out.predicted = bench.value("predicted", false);
+  out.predicted = io::json_fields::flag_or(bench, "predicted", false, fmt::format("bench JSON '{}'", origin));
   out.speedups.fwd = fp8.fprop / fp4.fprop;
   out.speedups.bwd = fp8.backward / fp4.backward;
   auto path_note = [](const std::string& p) { return p.empty() ? std::string() : " [" + p + "]"; };
@@ -163,14 +162,7 @@ BenchSpeedups speedups_from_bench_json(const nlohmann::json& bench, const BenchS
 }
 
 BenchSpeedups read_bench_speedups(const std::string& path, const BenchSpeedupOptions& o) {
-  std::ifstream in(path);
-  if (!in) throw std::invalid_argument(fmt::format("cannot open bench JSON '{}': check the path", path));
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number past double
-    throw std::invalid_argument(fmt::format("bench JSON '{}' is not valid JSON: {}", path, e.what()));
-  }
+  const nlohmann::json j = io::read_json_file(path, "bench JSON", io::OpenError::invalid_argument);
   return speedups_from_bench_json(j, o, path);
 }
 

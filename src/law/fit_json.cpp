@@ -3,37 +3,18 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "nibble/io/json_fields.hpp"
+#include "nibble/io/json_file.hpp"
 #include "nibble/law/fit.hpp"
 
 namespace nibble::law {
 namespace {
 
 nlohmann::json interval_json(Interval i) { return nlohmann::json::array({i.lo, i.hi}); }
-
-double number_field(const nlohmann::json& j, const std::string& key, const std::string& where,
-                    const std::string& origin) {
-  if (!j.contains(key) || !j[key].is_number())
-    throw std::invalid_argument(fmt::format("{}: field '{}' missing or not a number in {}; a fit JSON is "
-                                            "written by `nibble law fit --json`",
-                                            origin, key, where));
-  return j[key].get<double>();
-}
-
-// An optional text field: the fallback when absent, else it must be a string.
-std::string text_field_or(const nlohmann::json& j, const std::string& key, const std::string& fallback,
-                          const std::string& where, const std::string& origin) {
-  if (!j.contains(key)) return fallback;
-  if (!j[key].is_string())
-    throw std::invalid_argument(fmt::format("{}: field '{}' in {} must be a string (it is {}); a fit JSON is "
-                                            "written by `nibble law fit --json`",
-                                            origin, key, where, j[key].type_name()));
-  return j[key].get<std::string>();
-}
 
 Interval interval_field(const nlohmann::json& j, const std::string& key, double fallback) {
   if (j.contains(key) && j[key].is_array() && j[key].size() == 2 && j[key][0].is_number() &&
@@ -88,18 +69,22 @@ nlohmann::json fit_to_json(const FitResult& fit) {
 }
 
 FitResult fit_from_json(const nlohmann::json& j, const std::string& origin) {
-  if (!j.is_object()) throw std::invalid_argument(fmt::format("{}: expected a JSON object", origin));
+  namespace fields = io::json_fields;
+  // A fit JSON is written by `nibble law fit --json`; the messages name the file and the field.
+  const std::string top = fmt::format("fit JSON '{}'", origin);
+  if (!j.is_object())
+    throw std::invalid_argument(fmt::format("{}: expected a JSON object, as `nibble law fit --json` writes", top));
   FitResult fit;
-  fit.law.A = number_field(j, "A", "the top level", origin);
-  fit.law.alpha = number_field(j, "alpha", "the top level", origin);
-  fit.law.B = number_field(j, "B", "the top level", origin);
-  fit.law.beta = number_field(j, "beta", "the top level", origin);
-  fit.law.E = number_field(j, "E", "the top level", origin);
-  fit.law.gamma = number_field(j, "gamma", "the top level", origin);
-  fit.law.source = text_field_or(j, "source", "fit JSON", "the top level", origin) + " [" + origin + "]";
+  fit.law.A = fields::number(j, "A", top);
+  fit.law.alpha = fields::number(j, "alpha", top);
+  fit.law.B = fields::number(j, "B", top);
+  fit.law.beta = fields::number(j, "beta", top);
+  fit.law.E = fields::number(j, "E", top);
+  fit.law.gamma = fields::number(j, "gamma", top);
+  fit.law.source = fields::text_or(j, "source", "fit JSON", top) + " [" + origin + "]";
   validate(fit.law);
-  fit.base_scheme = text_field_or(j, "base_scheme", "bf16", "the top level", origin);
-  fit.solver = text_field_or(j, "solver", "", "the top level", origin);
+  fit.base_scheme = fields::text_or(j, "base_scheme", "bf16", top);
+  fit.solver = fields::text_or(j, "solver", "", top);
   if (j.contains("intervals") && j["intervals"].is_object()) {
     fit.has_intervals = true;
     const std::pair<const char*, double> constants[] = {{"A", fit.law.A}, {"alpha", fit.law.alpha},
@@ -121,7 +106,7 @@ FitResult fit_from_json(const nlohmann::json& j, const std::string& origin) {
     for (const auto& [name, sj] : j["schemes"].items()) {
       SchemeFit s;
       const std::string where = "schemes." + name;
-      s.eff = {number_field(sj, "eff_n", where, origin), number_field(sj, "eff_d", where, origin)};
+      s.eff = {fields::number(sj, "eff_n", top + "." + where), fields::number(sj, "eff_d", top + "." + where)};
       if (!(s.eff.eff_n > 0 && s.eff.eff_d > 0 && std::isfinite(s.eff.eff_n) && std::isfinite(s.eff.eff_d)))
         throw std::invalid_argument(fmt::format("{}: {} efficiencies must be positive and finite", origin, where));
       if (sj.contains("runs")) {
@@ -142,14 +127,7 @@ FitResult fit_from_json(const nlohmann::json& j, const std::string& origin) {
 }
 
 FitResult load_fit(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::invalid_argument(fmt::format("cannot open fit JSON '{}': check the path", path));
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number past double
-    throw std::invalid_argument(fmt::format("fit JSON '{}' is not valid JSON: {}", path, e.what()));
-  }
+  const nlohmann::json j = io::read_json_file(path, "fit JSON", io::OpenError::invalid_argument);
   return fit_from_json(j, path);
 }
 

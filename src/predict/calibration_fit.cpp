@@ -1,6 +1,7 @@
 // Calibration of the performance model: observations (measured times of known shapes) in a data
 // file, and one efficiency factor per recipe family fitted to them by least squares.
-#include "json_fields.hpp"
+#include "nibble/io/json_fields.hpp"
+#include "nibble/io/json_file.hpp"
 #include "nibble/results/aggregate.hpp"
 #include "nibble/predict.hpp"
 #include "nibble/workload/model_sources.hpp"
@@ -17,6 +18,8 @@
 namespace nibble::predict {
 
 namespace {
+
+namespace json_fields = io::json_fields;
 
 // bf16-decoded: the BF16 GEMMs of the exact-decode emulations (mxfp8, nvfp4 before sm_100): the same
 // kernels as bf16 on decoded operands, whose many zero low mantissa bits run them 6-8% faster on the
@@ -115,14 +118,7 @@ double efficiency_of(const Calibration& c, const std::string& family) {
 }
 
 Calibration load_calibration(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(fmt::format("cannot open calibration file '{}'", path));
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number past double
-    throw std::invalid_argument(fmt::format("calibration '{}' is not valid JSON: {}", path, e.what()));
-  }
+  const nlohmann::json j = io::read_json_file(path, "calibration file");
   const std::string top = fmt::format("calibration '{}'", path);
   json_fields::require_object(j, top);
   Calibration c;

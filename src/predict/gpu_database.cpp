@@ -1,5 +1,6 @@
 // The GPU database (data/gpus.json): datasheet peaks, bandwidth, SMs, with sources.
-#include "json_fields.hpp"
+#include "nibble/io/json_fields.hpp"
+#include "nibble/io/json_file.hpp"
 #include "nibble/predict.hpp"
 #include "nibble/workload/model_sources.hpp"
 
@@ -7,17 +8,16 @@
 #include <nlohmann/json.hpp>
 
 #include <cctype>
-#include <fstream>
 #include <stdexcept>
 
 namespace nibble::predict {
 
 namespace {
 
+namespace json_fields = io::json_fields;
+
 double positive(const nlohmann::json& g, const char* key, const std::string& where, bool allow_zero = false) {
-  if (!g.contains(key) || !g[key].is_number())
-    throw std::invalid_argument(fmt::format("{}.{}: missing or not a number", where, key));
-  const double v = g[key].get<double>();
+  const double v = json_fields::number(g, key, where);
   if (v < 0 || (!allow_zero && v == 0))
     throw std::invalid_argument(fmt::format("{}.{}: {} must be {}", where, key, v, allow_zero ? ">= 0" : "> 0"));
   return v;
@@ -33,14 +33,7 @@ std::string squash(std::string_view s) {
 }  // namespace
 
 std::vector<GpuSpec> load_gpu_database(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(fmt::format("cannot open the GPU database '{}'", path));
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number past double
-    throw std::invalid_argument(fmt::format("GPU database '{}' is not valid JSON: {}", path, e.what()));
-  }
+  const nlohmann::json j = io::read_json_file(path, "GPU database");
   if (!j.contains("gpus") || !j["gpus"].is_array())
     throw std::invalid_argument(fmt::format("GPU database '{}': missing the \"gpus\" array", path));
   std::vector<GpuSpec> out;

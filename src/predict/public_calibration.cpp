@@ -7,10 +7,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <stdexcept>
 
-#include "json_fields.hpp"
+#include "nibble/io/json_fields.hpp"
+#include "nibble/io/json_file.hpp"
 #include "nibble/workload/model_sources.hpp"
 
 namespace nibble::predict {
@@ -18,12 +18,8 @@ namespace nibble::predict {
 namespace {
 
 using nlohmann::json;
-
-std::string text(const json& j, const char* key, const std::string& where) {
-  if (!j.contains(key) || !j[key].is_string())
-    throw std::invalid_argument(fmt::format("{}.{}: expected a string", where, key));
-  return j[key].get<std::string>();
-}
+namespace json_fields = io::json_fields;
+using json_fields::text;
 
 double peak_for(const GpuSpec& gpu, const std::string& recipe) { return execution_for(recipe, gpu).peak_tflops; }
 
@@ -62,14 +58,7 @@ std::string blackwell_family(const std::string& recipe) {
 }
 
 PublicData load_public_data(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(fmt::format("cannot open public calibration '{}': check the path", path));
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    throw std::invalid_argument(fmt::format("public calibration '{}' is not valid JSON ({})", path, e.what()));
-  }
+  const json j = io::read_json_file(path, "public calibration");
   PublicData d;
   const std::string file = fmt::format("public calibration '{}'", path);
   if (!j.contains("sources") || !j["sources"].is_array() || !j.contains("points") || !j["points"].is_array())
@@ -88,7 +77,7 @@ PublicData load_public_data(const std::string& path) {
       throw std::invalid_argument(fmt::format("{}.source: '{}' is not the id of an entry in 'sources'", w, x.source));
     x.gpu = text(p, "gpu", w);
     x.database_gpu = text(p, "database_gpu", w);
-    x.peaks_proxy = p.value("peaks_proxy", false);
+    x.peaks_proxy = json_fields::flag_or(p, "peaks_proxy", false, w);
     x.recipe = text(p, "recipe", w);
     x.model = text(p, "model", w);
     x.setup = json_fields::text_or(p, "setup", "", w);

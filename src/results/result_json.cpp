@@ -1,6 +1,7 @@
 // BenchResult <-> JSON. The writer emits every field under a stable name; the reader validates
 // everything it needs and names the offending field, because `nibble report` and the planner load
 // files that may be hand-edited, truncated or from another version.
+#include "nibble/io/json_file.hpp"
 #include "nibble/results/aggregate.hpp"
 #include "nibble/results/result.hpp"
 
@@ -8,8 +9,6 @@
 
 #include <cmath>
 #include <limits>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 
 namespace nibble::bench {
@@ -518,15 +517,7 @@ BenchResult result_from_json(const json& j) {
 }
 
 BenchResult read_result_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(fmt::format("cannot open result file '{}': check the path", path));
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number past double
-    throw std::invalid_argument(
-        fmt::format("result file '{}' is not valid JSON ({}); was the run interrupted?", path, e.what()));
-  }
+  const json j = io::read_json_file(path, "result file");
   try {
     return result_from_json(j);
   } catch (const std::invalid_argument& e) {

@@ -3,11 +3,11 @@
 // keys, and errors name the first one.
 #include <fmt/format.h>
 
-#include <fstream>
 #include <initializer_list>
 #include <set>
 #include <stdexcept>
 
+#include "nibble/io/json_file.hpp"
 #include "nibble/workload/model_sources.hpp"
 
 namespace nibble::workload {
@@ -111,15 +111,8 @@ ModelConfig hf_config_from_json(const nlohmann::json& root, const std::string& w
 }
 
 ModelConfig load_hf_config(const std::string& path, const ModelConfig& base) {
-  std::ifstream in(path);
-  if (!in)
-    fail(fmt::format("cannot open Hugging Face config '{}': check the path given to --hf-config", path));
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number past double
-    fail(fmt::format("{} is not valid JSON ({}): --hf-config expects a Hugging Face config.json", path, e.what()));
-  }
+  const nlohmann::json j =
+      io::read_json_file(path, "Hugging Face config.json given to --hf-config", io::OpenError::invalid_argument);
   return hf_config_from_json(j, path, base);
 }
 

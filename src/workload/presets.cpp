@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <stdexcept>
 
+#include "nibble/io/json_file.hpp"
 #include "nibble/workload/model_sources.hpp"
 
 namespace nibble::workload {
@@ -53,14 +53,7 @@ ModelConfig load_preset(std::string_view name) {
     throw std::invalid_argument(fmt::format("unknown preset '{}': known presets are {} (or describe the model with "
                                             "--hf-config / flags)", name, fmt::join(names, ", ")));
   const fs::path path = data_dir() / "presets" / (std::string(name) + ".json");
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(fmt::format("cannot read preset file {}", path.string()));
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number past double
-    throw std::invalid_argument(fmt::format("preset file {} is not valid JSON: {}", path.string(), e.what()));
-  }
+  const nlohmann::json j = io::read_json_file(path.string(), "preset file");
   ModelConfig m = model_from_json(j, "preset " + path.string());
   if (m.name != name)
     throw std::invalid_argument(fmt::format("preset file {} says name '{}': the name must match the file name '{}'",

@@ -145,17 +145,35 @@ def test_emulated_equals_reference_layer(first_step, rng):
     assert layers["reference"].last_path.startswith("cpu-reference fp8 per-tensor delayed scaling")
 
 
-def test_eval_uses_the_scale_and_records_nothing(rng):
+def test_eval_uses_the_current_scale_and_records_nothing(ext, rng):
+    # Evaluation quantizes with the scale the history gives now (what the next training step would use) and
+    # adds nothing: afterwards the layer trains on exactly as a twin that never evaluated.
     m = layer(window=4)
+    hx, hw = [], []
     for _ in range(2):
+        x = randn(rng, 16, I, scale=float(torch.rand((), generator=rng)) * 4)
         with torch.no_grad():
-            m(randn(rng, 16, I))
-    state = {k: v.clone() for k, v in m.state_dict().items()}
+            m(x)
+        hx.append(amax(x))
+        hw.append(amax(m.weight))
+    twin = layer(window=4)
+    twin.load_state_dict(m.state_dict())
+    before = {k: v.clone() for k, v in m.state_dict().items()}
     m.eval()
+    x = randn(rng, 16, I, scale=100.0)
     with torch.no_grad():
-        m(randn(rng, 16, I, scale=100.0))
+        y = m(x)
+    xq, _ = quantized(ext, x, "x", hx, 4)
+    wq, _ = quantized(ext, m.weight, "w", hw, 4)
+    assert torch.equal(y, xq @ wq.t() + m.bias.detach())
+    for k in ("amax_history", "amax_filled", "step"):
+        assert torch.equal(getattr(m, k), before[k]), k
+    m.train()
+    x = randn(rng, 16, I)
+    with torch.no_grad():
+        assert torch.equal(m(x), twin(x))
     for k, v in m.state_dict().items():
-        assert torch.equal(v, state[k]), k
+        assert torch.equal(v, twin.state_dict()[k]), k
 
 
 def test_state_dict_without_scale_loads_and_derives_it(ext, rng):

@@ -61,7 +61,8 @@ class EmulatedBackend:
     def quartet_forward(self, x):
         v, m = emulate.quest_forward(x.float(), self.o["hadamard_size"], self.o["rotate"],
                                      self.o["forward_quantizer"])
-        return v, m, "torch-emulated quartet forward"
+        absmax = self.o["forward_quantizer"] == "absmax"
+        return v, m, "torch-emulated quartet forward" + (" (absmax, prescale 0.75)" if absmax else "")
 
     def _signs(self, seed, device):
         return emulate.random_signs(self.o["hadamard_size"], self._gen(seed, "cpu"), device)
