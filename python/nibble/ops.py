@@ -3,24 +3,29 @@ graph breaks.
 
     nibble::linear_forward(x, weight, bias, amax_history, amax_filled, scale, step, seed, finite_flags,
                            inexact_flags, layer, recipe, need_dx, need_dw, need_db, training)
-        -> (y, saved0..saved5, step_at, host)
+        -> (y, saved0..saved5, step_at, host, new amax_history, amax_filled, scale, step, finite_flags,
+            inexact_flags)
     nibble::linear_backward(dy, saved0..saved5, step_at, host, amax_history, amax_filled, scale, finite_flags,
                             inexact_flags, layer, recipe, in_features, need_dx, need_dw, need_db,
-                            x_dtype, w_dtype, b_dtype) -> (dx, dw, db)
+                            x_dtype, w_dtype, b_dtype)
+        -> (dx, dw, db, new amax_history, amax_filled, scale, finite_flags, inexact_flags)
 
 The ops run the same code as the eager autograd functions of nibble.backends (Fp8CudaFunction,
 QuartetCudaFunction, Mxfp4CudaFunction, DecodedCudaFunction), so a compiled step runs the eager step's kernels.
 Every piece of module state a pass reads or writes is an argument: the fp8-delayed amax history, fill counts
-and scales, the step counter (the forward op advances it in training, as Linear.forward does in eager mode),
-the seed and the two device-flag tensors of the deferred checks; all but the seed are declared mutated. What
-stays on the layer is host-side configuration (recipe options), diagnostics (last_path, weight_cache's copies,
-which fp8-delayed histories are known non-empty), reached through `layer`, an integer key into a registry
-of live layers (register()).
+and scales, the step counter, the seed and the two device-flag tensors of the deferred checks. The ops are
+functional (torch registers autograd formulas only for those): they return the new state, which linear()
+(forward) and the autograd formula (backward) copy into the layer's tensors; state a recipe never writes
+comes back as an empty tensor (amax_history, amax_filled and scale for every recipe but fp8-delayed). What
+stays on the layer is host-side configuration (recipe options), diagnostics (last_path, last_backward_path),
+weight_cache's copies and which fp8-delayed histories are known non-empty, reached through `layer`, an
+integer key into a registry of live layers (register()).
 Saved tensors: the forward's copies for backward, six slots per recipe family (saved_specs); a slot the
-recipe or the gradients asked for does not use is an empty uint8 tensor. step_at is the step of the forward
-(a device scalar, for the deferred checks); host is [step, seed] on the CPU for the recipes whose kernels
-take seeds as arguments (quartet, nvfp4), else empty: their forward reads the step once on the host (from
-the layer's cache when its step buffer was last written by a nibble op, else one device-to-host copy).
+recipe or the gradients do not use is an empty uint8 tensor. step_at is the step of the forward (a device
+scalar, for the deferred checks); host is [step, seed] on the CPU for the recipes whose kernels take seeds as
+arguments (quartet, nvfp4), else empty: their forward reads the step on the host, from the layer's cached
+copy when the step buffer is as the layer last saw it, else by one device-to-host copy (under torch.compile,
+once per forward of such a layer; the other recipes read nothing back).
 
 The registration needs torch.library.custom_op (torch >= 2.4); with older torch, REGISTERED is False and
 layers run the autograd functions only (which is what eager mode runs on every version).
@@ -76,7 +81,7 @@ def _fp8_scale_count(recipe, role, rows, cols):
     if recipe != "fp8-block":
         return 1  # per tensor: s_dec, shared by both copies
     ext = _ext.extension()
-    return ext.fp8_block_scale_count("128x128" if role == "w" else "1x128", rows, cols, "colwise")
+    return ext.fp8_block_scale_count("128x128" if role == "w" else "1x128", int(rows), int(cols), "colwise")
 
 
 def saved_specs(recipe, t, i, o, need_dx, need_dw):
@@ -107,13 +112,19 @@ def _empty(device):
     return torch.empty(0, dtype=torch.uint8, device=device)
 
 
-def forward_specs(x, weight, recipe, need_dx, need_dw):
-    """(shape, dtype, device) of every output of linear_forward (empty uint8 for unused slots)."""
+def forward_specs(x, weight, amax_history, amax_filled, scale, recipe, need_dx, need_dw):
+    """(shape, dtype, device) of every output of linear_forward (empty uint8 for unused slots and unwritten state)."""
     (t, i), o, dev = x.shape, weight.shape[0], x.device
-    slots = [(s[0], s[1], dev) if s is not None else ((0,), torch.uint8, dev)
-             for s in saved_specs(recipe, t, i, o, need_dx, need_dw)]
+    e = ((0,), torch.uint8, dev)
+    slots = [(s[0], s[1], dev) if s is not None else e for s in saved_specs(recipe, t, i, o, need_dx, need_dw)]
     host = ((2,) if recipe in _SEEDED else (0,), torch.int64, torch.device("cpu"))
-    return [((t, o), x.dtype, dev)] + slots + [((), torch.int64, dev), host]
+    step = ((), torch.int64, dev)
+    return ([((t, o), x.dtype, dev)] + slots + [step, host] + _state_like(recipe, amax_history, amax_filled, scale, dev)
+            + [step] + _flag_specs(dev))
+
+
+def _flag_specs(dev):
+    return [((2,), torch.int64, dev), ((3,), torch.int64, dev)]
 
 
 class _Flags:
@@ -145,6 +156,7 @@ class _LayerView:
         setattr(self._layer, name, value)
 
     def host_step(self):
+        """The step: a Python int for the seeded recipes, else the forward's step as a device scalar."""
         return self._step
 
     @property
@@ -182,13 +194,19 @@ def _host_int(layer, t, name):
     return int(t)
 
 
-def _advance_step(layer, step):
-    """step += 1 on the device, keeping the layer's host copy valid when it was (no read)."""
-    hit = layer._host_cache.get("step")
-    before = (id(step), step.data_ptr(), step._version)
-    step.add_(1)
-    if step is layer.step and hit is not None and hit[0] == before:
-        layer._host_cache["step"] = ((id(step), step.data_ptr(), step._version), hit[1] + 1)
+def _state(recipe, amax_history, amax_filled, scale, finite_flags, inexact_flags):
+    """Fresh copies of the state a pass may write (fp8-delayed's history, fill counts and scales; the flags)."""
+    delayed = recipe == "fp8-delayed"
+    hist, filled, scale = ((t.clone() if delayed else t) for t in (amax_history, amax_filled, scale))
+    return hist, filled, scale, finite_flags.clone(), inexact_flags.clone()
+
+
+def _new_state(recipe, state):
+    """The state outputs: what the pass may have written, empty where nothing can have been."""
+    hist, filled, scale, finite, inexact = state
+    if recipe != "fp8-delayed":
+        hist = filled = scale = _empty(finite.device)
+    return hist, filled, scale, finite, inexact
 
 
 def forward_impl(x, weight, bias, amax_history, amax_filled, scale, step, seed, finite_flags, inexact_flags,
@@ -201,24 +219,23 @@ def forward_impl(x, weight, bias, amax_history, amax_filled, scale, step, seed, 
     seeded = recipe in _SEEDED
     host_step = _host_int(real, step, "step") if seeded else step_at
     host_seed = _host_int(real, seed, "seed_buffer") if seeded else None
-    view = _LayerView(real, (amax_history, amax_filled, scale, finite_flags, inexact_flags), training, host_step,
-                      host_seed)
+    state = _state(recipe, amax_history, amax_filled, scale, finite_flags, inexact_flags)
+    view = _LayerView(real, state, training, host_step, host_seed)
     fam = family(recipe)
     ctx = _Ctx((need_dx, need_dw, need_db, False, False))
     args = (x, weight, bias, view) + (() if fam == "quartet" else (True,))
     y = _FUNCTIONS[fam].forward(ctx, *args)
     saved = list(ctx.saved_tensors) + [None] * (SLOTS - len(ctx.saved_tensors))
     specs = saved_specs(recipe, x.shape[0], x.shape[1], weight.shape[0], need_dx, need_dw)
-    for k, (s, spec) in enumerate(zip(saved, specs)):
-        got = None if s is None else (tuple(s.shape), s.dtype)
+    for k, (t, spec) in enumerate(zip(saved, specs)):
+        got = None if t is None else (tuple(t.shape), t.dtype)
         if got != (None if spec is None else (tuple(spec[0]), spec[1])):
-            raise AssertionError(f"nibble ops: {recipe} forward saved {got} in slot {k}, its fake implementation "
+            raise AssertionError(f"nibble ops: {recipe} forward saved {got} in slot {k}; its fake implementation "
                                  f"says {spec}")
-    saved = [_empty(x.device) if s is None else s for s in saved]
-    if training:
-        _advance_step(real, step)
+    saved = [_empty(x.device) if t is None else t for t in saved]
     host = torch.tensor([host_step, host_seed] if seeded else [], dtype=torch.int64)
-    return (y, *saved, step_at, host)
+    hist, filled, scale, finite, inexact = _new_state(recipe, state)
+    return (y, *saved, step_at, host, hist, filled, scale, step + 1, finite, inexact)
 
 
 def _backward_ctx(recipe, view, step_at, host, saved, needs, shapes, dtypes):
@@ -243,26 +260,46 @@ def _backward_ctx(recipe, view, step_at, host, saved, needs, shapes, dtypes):
     return ctx
 
 
+_SAVED_USED = {"fp8": 4, "quartet": 6, "mxfp4": 4, "decoded": 6}  # slots each family's autograd function saves
+
+
 def backward_impl(dy, saved, step_at, host, amax_history, amax_filled, scale, finite_flags, inexact_flags, layer,
                   recipe, in_features, need_dx, need_dw, need_db, x_dtype, w_dtype, b_dtype):
-    """linear_backward's body: (dx, dw, db), empty where not asked for."""
+    """linear_backward's body: (dx, dw, db) (empty where not asked for) and the new state."""
     real = _layer(layer)
     (t, o), i = dy.shape, in_features
     specs = saved_specs(recipe, t, i, o, need_dx, need_dw)
     saved = [None if spec is None else s for s, spec in zip(saved, specs)]
-    view = _LayerView(real, (amax_history, amax_filled, scale, finite_flags, inexact_flags), True, step_at, None)
-    n = {"fp8": 4, "quartet": 6, "mxfp4": 4, "decoded": 6}[family(recipe)]
-    ctx = _backward_ctx(recipe, view, step_at, host, saved[:n], (need_dx, need_dw, need_db),
+    state = _state(recipe, amax_history, amax_filled, scale, finite_flags, inexact_flags)
+    view = _LayerView(real, state, True, step_at, None)
+    fam = family(recipe)
+    ctx = _backward_ctx(recipe, view, step_at, host, saved[:_SAVED_USED[fam]], (need_dx, need_dw, need_db),
                         (t, i, o), (x_dtype, w_dtype, b_dtype if need_db else None))
-    dx, dw, db = _FUNCTIONS[family(recipe)].backward(ctx, dy)[:3]
-    return tuple(_empty(dy.device) if g is None else g for g in (dx, dw, db))
+    dx, dw, db = _FUNCTIONS[fam].backward(ctx, dy)[:3]
+    return tuple(_empty(dy.device) if g is None else g for g in (dx, dw, db)) + _new_state(recipe, state)
 
 
-def backward_specs(dy, in_features, weight_rows, need_dx, need_dw, need_db, x_dtype, w_dtype, b_dtype):
+def backward_specs(dy, in_features, need_dx, need_dw, need_db, x_dtype, w_dtype, b_dtype):
+    """(shape, dtype, device) of dx, dw, db as linear_backward returns them (empty uint8 where not asked for)."""
     (t, o), dev = dy.shape, dy.device
     e = ((0,), torch.uint8, dev)
     return [((t, in_features), x_dtype, dev) if need_dx else e, ((o, in_features), w_dtype, dev) if need_dw else e,
             ((o,), b_dtype, dev) if need_db else e]
+
+
+def _state_like(recipe, amax_history, amax_filled, scale, dev):
+    """(shape, dtype, device) of the new fp8-delayed state outputs (empty for the other recipes)."""
+    if recipe != "fp8-delayed":
+        return [((0,), torch.uint8, dev)] * 3
+    return [(tuple(t.shape), t.dtype, dev) for t in (amax_history, amax_filled, scale)]
+
+
+def write_state(recipe, tensors, new):
+    """Copy an op's new state into the layer's tensors (amax_history, amax_filled, scale, finite, inexact)."""
+    with torch.no_grad():
+        for k, (t, n) in enumerate(zip(tensors, new)):
+            if k >= 3 or recipe == "fp8-delayed":
+                t.copy_(n)
 
 
 def linear(layer, x):
@@ -272,24 +309,30 @@ def linear(layer, x):
     need_dw = grad and layer.weight.requires_grad
     need_db = grad and layer.bias is not None and layer.bias.requires_grad
     dev = x.device
-    finite, inexact = layer._finite_flags.on(dev), layer._inexact_flags.on(dev)
-    out = torch.ops.nibble.linear_forward(x, layer.weight, layer.bias, layer.amax_history, layer.amax_filled,
-                                          layer.scale, layer.step, layer.seed_buffer, finite, inexact, layer._op_key,
-                                          layer.recipe, need_dx, need_dw, need_db, layer.training)
+    state = (layer.amax_history, layer.amax_filled, layer.scale, layer._finite_flags.on(dev),
+             layer._inexact_flags.on(dev))
+    out = torch.ops.nibble.linear_forward(x, layer.weight, layer.bias, *state[:3], layer.step, layer.seed_buffer,
+                                          *state[3:], layer._op_key, layer.recipe, need_dx, need_dw, need_db,
+                                          layer.training)
+    new = out[9:12] + out[13:15]
+    write_state(layer.recipe, state, new)
+    if layer.training:
+        with torch.no_grad():
+            layer.step.copy_(out[12])
     return out[0]
 
 
 def _register():
     global REGISTERED
-    from typing import Optional, Sequence  # noqa: F401  (the schema is inferred from the annotations)
+    from typing import Optional
     Tensor = torch.Tensor
-    mutated = ("amax_history", "amax_filled", "scale", "step", "finite_flags", "inexact_flags")
 
-    @torch.library.custom_op("nibble::linear_forward", mutates_args=mutated)
+    @torch.library.custom_op("nibble::linear_forward", mutates_args=())
     def linear_forward(x: Tensor, weight: Tensor, bias: Optional[Tensor], amax_history: Tensor,
                        amax_filled: Tensor, scale: Tensor, step: Tensor, seed: Tensor, finite_flags: Tensor,
                        inexact_flags: Tensor, layer: int, recipe: str, need_dx: bool, need_dw: bool,
                        need_db: bool, training: bool) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
+                                                               Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
                                                                Tensor, Tensor, Tensor]:
         return forward_impl(x, weight, bias, amax_history, amax_filled, scale, step, seed, finite_flags,
                             inexact_flags, layer, recipe, need_dx, need_dw, need_db, training)
@@ -297,16 +340,15 @@ def _register():
     @linear_forward.register_fake
     def _(x, weight, bias, amax_history, amax_filled, scale, step, seed, finite_flags, inexact_flags, layer,
           recipe, need_dx, need_dw, need_db, training):
-        return tuple(torch.empty(s, dtype=d, device=v) for s, d, v in forward_specs(x, weight, recipe, need_dx,
-                                                                                       need_dw))
+        return _make(forward_specs(x, weight, amax_history, amax_filled, scale, recipe, need_dx, need_dw))
 
-    @torch.library.custom_op("nibble::linear_backward",
-                             mutates_args=("amax_history", "amax_filled", "scale", "finite_flags", "inexact_flags"))
+    @torch.library.custom_op("nibble::linear_backward", mutates_args=())
     def linear_backward(dy: Tensor, s0: Tensor, s1: Tensor, s2: Tensor, s3: Tensor, s4: Tensor, s5: Tensor,
                         step_at: Tensor, host: Tensor, amax_history: Tensor, amax_filled: Tensor, scale: Tensor,
                         finite_flags: Tensor, inexact_flags: Tensor, layer: int, recipe: str, in_features: int,
                         need_dx: bool, need_dw: bool, need_db: bool, x_dtype: torch.dtype, w_dtype: torch.dtype,
-                        b_dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor]:
+                        b_dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
+                                                       Tensor]:
         return backward_impl(dy, (s0, s1, s2, s3, s4, s5), step_at, host, amax_history, amax_filled, scale,
                              finite_flags, inexact_flags, layer, recipe, in_features, need_dx, need_dw, need_db,
                              x_dtype, w_dtype, b_dtype)
@@ -314,30 +356,41 @@ def _register():
     @linear_backward.register_fake
     def _(dy, s0, s1, s2, s3, s4, s5, step_at, host, amax_history, amax_filled, scale, finite_flags, inexact_flags,
           layer, recipe, in_features, need_dx, need_dw, need_db, x_dtype, w_dtype, b_dtype):
-        return tuple(torch.empty(s, dtype=d, device=v) for s, d, v in
-                     backward_specs(dy, in_features, None, need_dx, need_dw, need_db, x_dtype, w_dtype, b_dtype))
+        return _make(backward_output_specs(dy, amax_history, amax_filled, scale, recipe, in_features, need_dx, need_dw,
+                                         need_db, x_dtype, w_dtype, b_dtype))
 
     def setup_context(ctx, inputs, output):
         x, weight, bias, hist, filled, scale, step, seed, finite, inexact, layer, recipe, need_dx, need_dw, \
             need_db, training = inputs
-        ctx.save_for_backward(*output[1:])
-        # The state tensors are read and written by the backward (dY's amax, the deferred checks' flags), after
-        # the forward's own writes: kept as attributes, not saved (saving would pin their version).
+        ctx.save_for_backward(*output[1:9])
+        # Read and written again by the backward (dY's amax, the deferred checks' flags), after the forward's
+        # new state was copied in: kept as the layer's tensors, not saved (saving would pin their version).
         ctx.state = (hist, filled, scale, finite, inexact)
         ctx.config = (layer, recipe, x.shape[1], need_dx, need_dw, need_db, x.dtype, weight.dtype,
                       weight.dtype if bias is None else bias.dtype)
 
     def backward(ctx, dy, *unused):
         layer, recipe, i, need_dx, need_dw, need_db, x_dtype, w_dtype, b_dtype = ctx.config
-        saved = ctx.saved_tensors
         if not (need_dx or need_dw or need_db):
             return (None,) * 16
-        dx, dw, db = torch.ops.nibble.linear_backward(dy.contiguous(), *saved, *ctx.state, layer, recipe, i,
-                                                      need_dx, need_dw, need_db, x_dtype, w_dtype, b_dtype)
-        return (dx if need_dx else None, dw if need_dw else None, db if need_db else None) + (None,) * 13
+        out = torch.ops.nibble.linear_backward(dy.contiguous(), *ctx.saved_tensors, *ctx.state, layer, recipe, i,
+                                               need_dx, need_dw, need_db, x_dtype, w_dtype, b_dtype)
+        write_state(recipe, ctx.state, out[3:])
+        return (out[0] if need_dx else None, out[1] if need_dw else None, out[2] if need_db else None) + (None,) * 13
 
     linear_forward.register_autograd(backward, setup_context=setup_context)
     REGISTERED = True
+
+
+def backward_output_specs(dy, amax_history, amax_filled, scale, recipe, in_features, need_dx, need_dw, need_db,
+                        x_dtype, w_dtype, b_dtype):
+    """(shape, dtype, device) of every output of linear_backward."""
+    return (backward_specs(dy, in_features, need_dx, need_dw, need_db, x_dtype, w_dtype, b_dtype)
+            + _state_like(recipe, amax_history, amax_filled, scale, dy.device) + _flag_specs(dy.device))
+
+
+def _make(specs):
+    return tuple(torch.empty(s, dtype=d, device=v) for s, d, v in specs)
 
 
 if hasattr(torch.library, "custom_op") and hasattr(torch.library, "register_autograd"):

@@ -40,6 +40,7 @@ _FINITE_NAMES = ("input", "weight", "bias", "forward output", "incoming gradient
 _ORIGIN = {"input": "made upstream of this layer", "weight": "put there by an earlier update",
            "bias": "put there by an earlier update", "incoming gradient": "made by the layers after it"}
 _PASS_BITS = {"fprop": 1, "dgrad": 2, "wgrad": 4}
+_SEEDED_KERNELS = ("quartet", "nvfp4")  # CUDA recipes whose kernels take per-step seeds as arguments
 
 
 class NonFiniteError(FloatingPointError):
@@ -445,6 +446,11 @@ class Linear(nn.Module):
         compiling = _compiling()
         if not compiling and not capturing():
             self.poll_device_flags()
+        elif not compiling and self.recipe in _SEEDED_KERNELS and self.training and torch.is_grad_enabled():
+            warnings.warn(f"nibble: layer '{self.layer_name or 'Linear'}' (recipe {self.recipe}) is captured into a CUDA "
+                          f"graph: every replay replays the seeds of step {self.host_step()} (its kernels take the "
+                          "step's rotation / rounding seeds as arguments), where eager steps would use new ones",
+                          RuntimeWarning, stacklevel=2)
         shape = x.shape
         x2 = x.reshape(-1, self.in_features)
         if self.recipe in ("quartet", "nvfp4", "mxfp4", "mxfp8", "fp8-block") and self.training \

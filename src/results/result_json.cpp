@@ -1,6 +1,7 @@
 // BenchResult <-> JSON. The writer emits every field under a stable name; the reader validates
 // everything it needs and names the offending field, because `nibble report` and the planner load
 // files that may be hand-edited, truncated or from another version.
+#include "nibble/io/json_fields.hpp"
 #include "nibble/io/json_file.hpp"
 #include "nibble/results/aggregate.hpp"
 #include "nibble/results/result.hpp"
@@ -125,6 +126,8 @@ json sequence_json(const BenchResult& result, const SequenceTiming& q) {
 }
 
 // --- reading -------------------------------------------------------------------------------------
+// The result schema writes null for a time that was not measured (number_or_null), so its number and
+// string reads take null as "absent" or NaN; io::json_fields would refuse it as the wrong type.
 
 const json& field(const json& obj, const char* name, const std::string& where) {
   auto it = obj.find(name);
@@ -192,10 +195,7 @@ int64_t get_int(const json& obj, const char* name, const std::string& where) {
 
 // per_model of a row or sequence; files without it get the layer name's default.
 bool get_per_model(const json& j, const std::string& where, const std::string& layer) {
-  if (!j.contains("per_model")) return is_once_per_model(layer);
-  if (!j["per_model"].is_boolean())
-    throw std::invalid_argument(fmt::format("{}.per_model: expected true or false", where));
-  return j["per_model"].get<bool>();
+  return io::json_fields::flag_or(j, "per_model", is_once_per_model(layer), where);
 }
 
 Row row_from_json(const json& j, const std::string& where) {
