@@ -6,11 +6,12 @@
 # Usage: bash tools/gpu_check.sh [stage ...]      (default: build tests bench kernels)
 #   build    configure + build (C++/CUDA tests, benchmarks, nibble, the extension nibble._C with CUDA)
 #   tests    ctest -L gpu, and the Python suite (tests/python) on the GPU beside it
-#   bench    nibble bench --mode all --repeat 3 on the default model (CodonFM-5B), JSON + CSV + text
+#   bench    nibble bench --repeat 3 on the default model (CodonFM-5B), JSON + CSV + text
 #   kernels  the quantizer benchmarks (fraction of copy bandwidth), JSON + text
 #   models   Mixtral-8x7B with and without --grad-accum 8, Llama-3-8B with --keep-bf16 first:2,last:2,
 #            each measured and predicted for this GPU
-#   step     the PyTorch step benchmark (benchmarks/step_bench.py), JSON
+#   step     the whole-model PyTorch step benchmark (benchmarks/model_step_bench.py, arguments in STEP_ARGS;
+#            torchao comes from wheels in .whl/ when present), JSON
 # PACK=1 packs $OUT into $OUT/gpu-check.tgz (one file to carry back).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -42,7 +43,7 @@ for stage in "${stages[@]}"; do
       echo "$(el) Python: $(tail -2 "$OUT/python-gpu-tests.txt" | tr '\n' ' ')"
       grep -E "^(FAILED|ERROR) " "$OUT/python-gpu-tests.txt" | head -20 ;;
     bench)
-      timeout 400 $nib bench --quiet --mode all --repeat 3 --json "$OUT/bench-codonfm-5b.json" \
+      timeout 300 $nib bench --quiet --repeat 3 --json "$OUT/bench-codonfm-5b.json" \
         --csv "$OUT/bench-codonfm-5b.csv" >"$OUT/bench-codonfm-5b.txt" 2>&1
       echo "$(el) bench rc=$?"; grep -E "^(bf16|fp8|mxfp|nvfp|quartet)" "$OUT/bench-codonfm-5b.txt" | head -40 ;;
     kernels)
@@ -62,7 +63,10 @@ for stage in "${stages[@]}"; do
       run bench-mixtral-8x7b-ga8 --hf-config tests/workload/fixtures/mixtral-8x7b.config.json --mbs 1 --seq 4096 --mode step --grad-accum 8
       run bench-llama-3-8b-keep-bf16 --model llama-3-8b --mbs 1 --seq 8192 --mode step --keep-bf16 first:2,last:2 ;;
     step)
-      timeout 400 "$PY" benchmarks/step_bench.py --json "$OUT/step.json" >"$OUT/step.txt" 2>&1
+      export PYTHONPATH=python NIBBLE_BUILD_DIR=build-gpu
+      [ -d .whl ] && "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
+        && export PYTHONPATH=python:/tmp/site
+      timeout 420 "$PY" benchmarks/model_step_bench.py ${STEP_ARGS:-} --json "$OUT/model-step.json" >"$OUT/step.txt" 2>&1
       echo "$(el) step rc=$?"; tail -30 "$OUT/step.txt" ;;
     *) echo "unknown stage $stage (build tests bench kernels models step)"; exit 2 ;;
   esac
