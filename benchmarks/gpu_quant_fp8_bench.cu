@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "copy_reference.hpp"
 #include "event_timing.hpp"
 #include "nibble/kernels/check.hpp"
 #include "nibble/kernels/quantize_fp8.hpp"

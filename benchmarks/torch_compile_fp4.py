@@ -5,7 +5,7 @@ p10/p90 of >= 20 runs, two rotating inputs, effective bandwidth = (bytes read + 
 next to a device-to-device copy of the same input measured in the same run. --json FILE writes it.
 The MXFP4 and NVFP4 functions equal nibble's CPU reference on finite inputs (tests/python/test_torch_baselines.py);
 the Quartet ones do the same work with torch's own reductions and matmuls (not bit-exact).
-The labels are the kernel names of gpu_quant_fp4_bench, so tools/perf_tables.py can pair them.
+The labels are the kernel names of gpu_quant_fp4_bench, so the two JSON files pair row for row.
 """
 import torch
 

@@ -1,24 +1,56 @@
-// What each fuzz target does with one input, shared by the libFuzzer entry points (fuzz_*.cpp) and
+// What each fuzz target does with one input, shared by the libFuzzer entry point (fuzz_targets.cpp) and
 // the regression test that replays every stored finding and seed (tests/reliability). Each harness
 // returns false for inputs it does not consider (non-JSON for the JSON parsers), calls std::abort()
-// on a broken round trip, and lets any exception outside the contract of parser_contract.hpp escape.
+// on a broken round trip, and lets any exception outside the contract (below) escape.
 #pragma once
+#include <nlohmann/json.hpp>
+
+#include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <sstream>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "nibble/results/result.hpp"
-#include "nibble/io/npy.hpp"
-#include "nibble/io/safetensors.hpp"
+#include "nibble/io/tensor.hpp"
 #include "nibble/law/bench_speedups.hpp"
 #include "nibble/law/fit.hpp"
 #include "nibble/law/planner.hpp"
-#include "nibble/law/runs.hpp"
-#include "nibble/report/render.hpp"
+#include "nibble/report.hpp"
 #include "nibble/workload/gemm_list.hpp"
 #include "nibble/workload/model_config.hpp"
-#include "nibble/workload/model_sources.hpp"
-#include "parser_contract.hpp"
+
+// The contract every fuzz target checks: a parser handed arbitrary bytes either returns a value or
+// throws std::invalid_argument / std::runtime_error (the two exceptions the CLI turns into
+// "nibble: error: ..."). Anything else (a crash, a sanitizer report, a leak, a hang, or an exception
+// of another type such as nlohmann::json::type_error, whose message names no field) is a finding.
+namespace nibble::fuzz {
+
+// Runs `parse`; swallows only the exceptions the contract allows, so libFuzzer sees every other one
+// as an uncaught exception (a crash with a reproducer).
+template <class F>
+void expect_clean_rejection(F&& parse) {
+  try {
+    parse();
+  } catch (const std::invalid_argument&) {
+  } catch (const std::runtime_error&) {
+  }
+}
+
+inline std::string_view as_text(const uint8_t* data, size_t size) {
+  return {reinterpret_cast<const char*>(data), size};
+}
+
+// JSON parsers are handed documents, not bytes: the JSON syntax itself is nlohmann's job, so inputs
+// that are not JSON are discarded (returning a discarded value) and the fuzzer spends its time on
+// valid JSON with hostile contents.
+inline nlohmann::json parse_json_or_discard(const uint8_t* data, size_t size) {
+  return nlohmann::json::parse(data, data + size, /*cb=*/nullptr, /*allow_exceptions=*/false);
+}
+
+}  // namespace nibble::fuzz
 
 namespace nibble::fuzz {
 

@@ -1,6 +1,7 @@
-// A file with given contents under the system temporary folder, removed when the object goes: for
-// tests that hand a reader a path. The name is unique per process and object (std::random_device, not
-// the replayable test seeds: concurrent runs must not collide).
+// A file with given contents (ScratchFile) or a fresh folder (TempDir) under the system temporary
+// folder, removed when the object goes: for tests that hand a reader a path or check what a writer
+// leaves. The name is unique per process and object (std::random_device, not the replayable test
+// seeds: concurrent runs must not collide).
 #pragma once
 #include <unistd.h>
 
@@ -31,3 +32,35 @@ class ScratchFile {
 };
 
 }  // namespace nibble::testing
+
+// A fresh directory per test, removed afterwards, so file tests never see each other's output.
+namespace nibble::io::testing {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::random_device rd;
+    path_ = std::filesystem::temp_directory_path() /
+            ("nibble-io-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+  // Number of entries in the directory: checks that failed writes leave nothing behind.
+  size_t entries() const {
+    size_t n = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(path_)) ++n;
+    return n;
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace nibble::io::testing

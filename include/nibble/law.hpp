@@ -3,7 +3,5 @@
 #pragma once
 #include "nibble/law/bench_speedups.hpp"
 #include "nibble/law/fit.hpp"
-#include "nibble/law/optimality_map.hpp"
 #include "nibble/law/planner.hpp"
-#include "nibble/law/runs.hpp"
 #include "nibble/law/scaling_law.hpp"

@@ -3,4 +3,3 @@
 #include "nibble/workload/gemm_list.hpp"
 #include "nibble/workload/model_cli.hpp"
 #include "nibble/workload/model_config.hpp"
-#include "nibble/workload/model_sources.hpp"

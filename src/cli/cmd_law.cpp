@@ -8,7 +8,7 @@
 #include <stdexcept>
 
 #include "command_registry.hpp"
-#include "nibble/report/files.hpp"
+#include "nibble/report.hpp"
 #include "nibble/law.hpp"
 
 namespace nibble::cli {

@@ -1,7 +1,7 @@
 // .npy reader and writer. The header is a Python dict literal; we parse exactly the subset NumPy
 // writes ({'descr': str, 'fortran_order': bool, 'shape': tuple of ints}) and reject anything else
 // instead of guessing.
-#include "nibble/io/npy.hpp"
+#include "nibble/io/tensor.hpp"
 
 #include <cstring>
 #include <limits>

@@ -1,7 +1,7 @@
 // .safetensors reader and writer. The header is validated the way the reference implementation
 // validates it, so a file we accept is one the Hugging Face library accepts, and vice versa for the
 // files we write.
-#include "nibble/io/safetensors.hpp"
+#include "nibble/io/tensor.hpp"
 
 #include <algorithm>
 #include <cstring>

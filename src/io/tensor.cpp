@@ -8,7 +8,6 @@
 #include <string>
 
 #include "nibble/format/bf16.hpp"
-#include "nibble/io/float16.hpp"
 
 namespace nibble::io {
 

@@ -1,7 +1,6 @@
 // Reader of FP4/FP8 pass speedups from a `nibble bench` JSON; see bench_speedups.hpp.
 #include "nibble/law/bench_speedups.hpp"
 
-#include "nibble/io/json_fields.hpp"
 #include "nibble/io/json_file.hpp"
 
 #include <fmt/format.h>

@@ -7,7 +7,6 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "nibble/io/json_fields.hpp"
 #include "nibble/io/json_file.hpp"
 #include "nibble/law/fit.hpp"
 

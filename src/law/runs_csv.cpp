@@ -1,4 +1,4 @@
-// CSV reader for training runs; see include/nibble/law/runs.hpp.
+// CSV reader for training runs; see include/nibble/law/fit.hpp.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -6,7 +6,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "nibble/law/runs.hpp"
+#include "nibble/law/fit.hpp"
 
 namespace nibble::law {
 namespace {

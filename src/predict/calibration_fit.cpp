@@ -1,10 +1,9 @@
 // Calibration of the performance model: observations (measured times of known shapes) in a data
 // file, and one efficiency factor per recipe family fitted to them by least squares.
-#include "nibble/io/json_fields.hpp"
 #include "nibble/io/json_file.hpp"
 #include "nibble/results/aggregate.hpp"
 #include "nibble/predict.hpp"
-#include "nibble/workload/model_sources.hpp"
+#include "nibble/workload/model_config.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

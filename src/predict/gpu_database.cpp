@@ -1,8 +1,7 @@
 // The GPU database (data/gpus.json): datasheet peaks, bandwidth, SMs, with sources.
-#include "nibble/io/json_fields.hpp"
 #include "nibble/io/json_file.hpp"
 #include "nibble/predict.hpp"
-#include "nibble/workload/model_sources.hpp"
+#include "nibble/workload/model_config.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

@@ -3,7 +3,6 @@
 #include "nibble/results/row_from_gemm.hpp"
 #include "nibble/predict/operand_memory.hpp"
 #include "nibble/predict.hpp"
-#include "nibble/predict/public_calibration.hpp"
 #include "nibble/quant/layer_shape_rule.hpp"
 
 #include <fmt/format.h>
@@ -23,7 +22,7 @@ bench::BenchResult predict_bench(const workload::Workload& w, const std::vector<
   for (const auto& r : recipes) execution_for(r, gpu);  // unknown names fail before any work
   Calibration calibration = options.calibration ? *options.calibration : calibration_for(gpu.name);
   // A Blackwell GPU without its own measurement: the efficiencies of the families public measurements cover come
-  // from them, and every time gets their leave-one-out interval (public_calibration.hpp).
+  // from them, and every time gets their leave-one-out interval (predict::fit_public, predict.hpp).
   std::optional<PublicFit> public_fit;
   if (!options.calibration && gpu.compute_capability >= 100 && calibration.gpu != gpu.name) {
     public_fit = fit_public(load_public_data(), gpus, efficiency_of(calibration_for("H100 SXM"), "fp8-tensor"));

@@ -1,6 +1,6 @@
 // Blackwell efficiencies and prediction intervals from public measurements
-// (include/nibble/predict/public_calibration.hpp; method in docs/predict.md).
-#include "nibble/predict/public_calibration.hpp"
+// (include/nibble/predict.hpp; method in docs/predict.md).
+#include "nibble/predict.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -9,9 +9,8 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "nibble/io/json_fields.hpp"
 #include "nibble/io/json_file.hpp"
-#include "nibble/workload/model_sources.hpp"
+#include "nibble/workload/model_config.hpp"
 
 namespace nibble::predict {
 

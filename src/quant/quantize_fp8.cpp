@@ -1,8 +1,13 @@
-// CPU reference: bf16, per-tensor fp8 (current scaling) and fp8-block (1x128, 128x128).
+// CPU reference: bf16, per-tensor fp8 (current scaling) and fp8-block (1x128, 128x128), and the
+// fp8-delayed scaling history.
+#include <algorithm>
+#include <stdexcept>
 #include <string>
 
 #include "nibble/format/bf16.hpp"
+#include "nibble/quant/amax_history.hpp"
 #include "nibble/quant/quantizers.hpp"
+#include "nibble/quant/scale_rules.hpp"
 #include "shape_checks.hpp"
 
 namespace nibble::quant {
@@ -82,6 +87,45 @@ QuantizedTensor quantize_fp8_block_1x128(const float* x, int64_t rows, int64_t c
 }
 QuantizedTensor quantize_fp8_block_128x128(const float* x, int64_t rows, int64_t cols) {
   return quantize_fp8_block(x, rows, cols, 128, "fp8-block 128x128");
+}
+
+}  // namespace nibble::quant
+
+// fp8-delayed scaling history: a ring buffer of past amaxes.
+namespace nibble::quant {
+
+AmaxHistory::AmaxHistory(int window, int margin, DelayedFirstStep first_step)
+    : margin_(margin), first_step_(first_step) {
+  if (window <= 0) {
+    throw std::invalid_argument("amax history window " + std::to_string(window) +
+                                " must be at least 1 (default 1024 steps)");
+  }
+  if (margin < 0 || margin > 64) {
+    throw std::invalid_argument("amax history margin " + std::to_string(margin) +
+                                " must be in [0, 64] (scale = fmax * 2^-margin / amax)");
+  }
+  values_.assign(static_cast<size_t>(window), 0.0f);
+}
+
+float AmaxHistory::max() const {
+  // Any non-finite entry makes the max non-finite (NaN bits order above inf's).
+  uint32_t m = 0;
+  for (int64_t i = 0; i < filled_; ++i) m = amax_combine_bits(m, abs_bits(values_[static_cast<size_t>(i)]));
+  return amax_from_bits(m);
+}
+
+float AmaxHistory::encode_scale(float fmax, float amax) const {
+  if (filled_ == 0 && first_step_ == DelayedFirstStep::own_amax) return per_tensor_encode_scale(fmax, amax, margin_);
+  return scale_;
+}
+
+void AmaxHistory::record(float amax, float fmax) {
+  values_[static_cast<size_t>(next_)] = amax;
+  next_ = (next_ + 1) % static_cast<int64_t>(values_.size());
+  filled_ = std::min<int64_t>(filled_ + 1, static_cast<int64_t>(values_.size()));
+  const float m = max();
+  // Zero or non-finite history max: keep the previous scale.
+  if (m > 0.0f && is_finite(m)) scale_ = per_tensor_encode_scale(fmax, m, margin_);
 }
 
 }  // namespace nibble::quant

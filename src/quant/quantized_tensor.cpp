@@ -1,5 +1,4 @@
 // Layout of QuantizedTensor: element access, decode, and undoing rotations.
-#include "nibble/quant/quantized_tensor.hpp"
 
 #include <stdexcept>
 #include <string>

@@ -1,6 +1,6 @@
 // Two results side by side: the co-design loop (two GPUs, two model configs, before/after a change).
 #include "nibble/results/aggregate.hpp"
-#include "nibble/report/render.hpp"
+#include "nibble/report.hpp"
 #include "number_text.hpp"
 
 #include <fmt/format.h>

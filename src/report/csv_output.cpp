@@ -1,5 +1,5 @@
 // CSV: one row per (GEMM, recipe, mode); columns are the JSON row names so tools can join them.
-#include "nibble/report/render.hpp"
+#include "nibble/report.hpp"
 #include "nibble/results/aggregate.hpp"
 
 #include <fmt/format.h>

@@ -1,9 +1,7 @@
 // The HTML report: one self-contained file (inline CSS and SVG, no script, no external reference)
 // so it can be mailed, archived beside its result JSON and opened offline.
-#include "nibble/report/interpretation.hpp"
+#include "nibble/report.hpp"
 #include "nibble/results/aggregate.hpp"
-#include "nibble/report/notes.hpp"
-#include "nibble/report/render.hpp"
 #include "number_text.hpp"
 #include "svg_charts.hpp"
 

@@ -1,7 +1,6 @@
 // Atomic writes and up-front writability checks.
-#include "nibble/report/files.hpp"
 
-#include "nibble/report/render.hpp"
+#include "nibble/report.hpp"
 
 #include <fmt/format.h>
 

@@ -1,8 +1,6 @@
 // The terminal report: fixed-width tables a user reads at a glance, then what the numbers mean.
 #include "nibble/results/aggregate.hpp"
-#include "nibble/report/notes.hpp"
-#include "nibble/report/render.hpp"
-#include "nibble/report/interpretation.hpp"
+#include "nibble/report.hpp"
 #include "number_text.hpp"
 
 #include <fmt/format.h>

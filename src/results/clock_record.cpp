@@ -1,6 +1,6 @@
 // Summaries of the GPU clock samples a benchmark took (include/nibble/results/clock_record.hpp).
 #include "nibble/results/clock_record.hpp"
-#include "nibble/results/median.hpp"
+#include "nibble/results/result.hpp"
 
 #include <fmt/format.h>
 

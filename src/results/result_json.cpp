@@ -1,7 +1,6 @@
 // BenchResult <-> JSON. The writer emits every field under a stable name; the reader validates
 // everything it needs and names the offending field, because `nibble report` and the planner load
 // files that may be hand-edited, truncated or from another version.
-#include "nibble/io/json_fields.hpp"
 #include "nibble/io/json_file.hpp"
 #include "nibble/results/aggregate.hpp"
 #include "nibble/results/result.hpp"

@@ -10,7 +10,6 @@
 #include <tuple>
 
 #include "nibble/results/aggregate.hpp"
-#include "nibble/results/median.hpp"
 
 namespace nibble::bench {
 

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "nibble/workload/model_cli.hpp"
-#include "nibble/workload/model_sources.hpp"
+#include "nibble/workload/model_config.hpp"
 
 namespace nibble::workload {
 namespace {

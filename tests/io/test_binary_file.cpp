@@ -5,11 +5,11 @@
 #include <filesystem>
 #include <string>
 
-#include "nibble/io/npy.hpp"
+#include "nibble/io/tensor.hpp"
 
 #include "nibble/io/binary_file.hpp"
 #include "sparse_npy.hpp"
-#include "temp_dir.hpp"
+#include "scratch_file.hpp"
 
 using namespace nibble::io;
 using nibble::io::testing::TempDir;

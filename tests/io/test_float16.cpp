@@ -8,7 +8,7 @@
 #include <cmath>
 #include <random>
 
-#include "nibble/io/float16.hpp"
+#include "nibble/io/tensor.hpp"
 #include "test_seed.hpp"
 
 using nibble::io::decode_f16;

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "nibble/io.hpp"
-#include "temp_dir.hpp"
+#include "scratch_file.hpp"
 #include "test_seed.hpp"
 
 using namespace nibble::io;

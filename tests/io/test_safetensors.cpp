@@ -8,7 +8,7 @@
 
 #include "nibble/format/bf16.hpp"
 #include "nibble/io.hpp"
-#include "temp_dir.hpp"
+#include "scratch_file.hpp"
 #include "test_seed.hpp"
 
 using namespace nibble::io;

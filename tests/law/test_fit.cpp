@@ -1,19 +1,44 @@
-// The fit recovers a known law from noisy synthetic runs, extrapolates, and refuses bad input.
+// The runs CSV (columns, metadata, quoting, bad rows); the fit recovers a known law from noisy synthetic
+// runs, extrapolates, and refuses bad input.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <algorithm>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
+#include <sstream>
+#include <vector>
 
 #include "huber_solver.hpp"
 #include "nibble/law/fit.hpp"
-#include "synthetic_runs.hpp"
+#include "nibble/law/scaling_law.hpp"
 #include "test_seed.hpp"
+
+// Synthetic training runs drawn from a known law with multiplicative noise, for the fit tests.
+namespace nibble::law::test {
+
+// A grid like the published study's: 30M-200M parameters, 25-800 tokens per parameter.
+inline std::vector<Run> synthetic_runs(const LawConstants& law, const std::string& scheme, Efficiency eff,
+                                       double noise, std::mt19937_64& rng) {
+  std::normal_distribution<double> jitter(0.0, noise);
+  std::vector<Run> runs;
+  for (double n : {30e6, 50e6, 100e6, 200e6})
+    for (double ratio : {25.0, 50.0, 100.0, 200.0, 400.0, 800.0}) {
+      Run r;
+      r.scheme = scheme;
+      r.n = n;
+      r.d = n * ratio;
+      r.loss = predict_loss(law, r.n, r.d, eff) * std::exp(jitter(rng));
+      runs.push_back(r);
+    }
+  return runs;
+}
+
+}  // namespace nibble::law::test
 
 namespace nibble::law {
 namespace {
@@ -233,6 +258,72 @@ TEST(FitJson, MissingFieldNamesIt) {
 TEST(HuberRho, QuadraticInsideLinearOutside) {
   EXPECT_DOUBLE_EQ(detail::huber_rho(0.5e-4, 1e-4), 0.25e-8);
   EXPECT_DOUBLE_EQ(detail::huber_rho(-3e-4, 1e-4), 2 * 1e-4 * 3e-4 - 1e-8);
+}
+
+}  // namespace
+}  // namespace nibble::law
+
+// The runs CSV: columns, metadata, quoting, and every kind of bad row.
+namespace nibble::law {
+namespace {
+
+std::vector<Run> parse(const std::string& text) {
+  std::istringstream in(text);
+  return parse_runs_csv(in, "t.csv");
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    parse(text);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(RunsCsv, ReadsColumnsInAnyOrderAndKeepsMetadata) {
+  const auto runs = parse("# comment\nLoss,d,note,N,scheme\n3.25,2e9,\"lr=3e-4, warm\",1e8,bf16\n\n2.9,4e9,x,2e8,quartet\r\n");
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].scheme, "bf16");
+  EXPECT_EQ(runs[0].n, 1e8);
+  EXPECT_EQ(runs[0].d, 2e9);
+  EXPECT_EQ(runs[0].loss, 3.25);
+  EXPECT_EQ(runs[0].metadata.at("note"), "lr=3e-4, warm");
+  EXPECT_EQ(runs[0].line, 3);
+  EXPECT_EQ(runs[1].scheme, "quartet");
+  EXPECT_EQ(runs[1].loss, 2.9);
+}
+
+TEST(RunsCsv, MissingColumnsAreNamed) {
+  const std::string e = error_of("scheme,n,tokens,loss\nbf16,1e8,2e9,3.2\n");
+  EXPECT_NE(e.find("missing column(s) d"), std::string::npos) << e;
+  const std::string e2 = error_of("model,params\nx,1\n");
+  EXPECT_NE(e2.find("scheme, n, d, loss"), std::string::npos) << e2;
+}
+
+TEST(RunsCsv, NonPositiveOrUnparsableValuesAreRejectedWithTheLine) {
+  for (const char* bad : {"0", "-1e8", "nan", "inf", "abc", "1e8x", ""}) {
+    for (int col = 0; col < 3; ++col) {
+      std::string vals[3] = {"1e8", "2e9", "3.1"};
+      vals[col] = bad;
+      const std::string e = error_of("scheme,n,d,loss\nbf16,1e8,2e9,3.3\nbf16," + vals[0] + "," + vals[1] + "," + vals[2] + "\n");
+      EXPECT_NE(e.find("line 3"), std::string::npos) << bad << " col " << col << ": " << e;
+    }
+  }
+}
+
+TEST(RunsCsv, StructuralProblems) {
+  EXPECT_NE(error_of("").find("empty"), std::string::npos);
+  EXPECT_NE(error_of("scheme,n,d,loss\n").find("no runs"), std::string::npos);
+  EXPECT_NE(error_of("scheme,n,d,loss\nbf16,1e8,2e9\n").find("3 fields"), std::string::npos);
+  EXPECT_NE(error_of("scheme,n,d,loss\n,1e8,2e9,3\n").find("empty scheme"), std::string::npos);
+  EXPECT_THROW(read_runs_csv("/nonexistent/runs.csv"), std::invalid_argument);
+}
+
+TEST(RunsCsv, ShippedExampleParses) {
+  const auto runs = read_runs_csv("data/law/example_runs.csv");
+  EXPECT_GE(runs.size(), 30u);
+  EXPECT_TRUE(runs.front().metadata.count("tokens_per_param"));
 }
 
 }  // namespace

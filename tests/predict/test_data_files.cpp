@@ -2,7 +2,7 @@
 // load, and a field of the wrong type, picked at random each run, is refused with std::invalid_argument
 // naming the field (never nlohmann's type_error, whose message names none).
 #include "nibble/predict.hpp"
-#include "nibble/workload/model_sources.hpp"
+#include "nibble/workload/model_config.hpp"
 #include "scratch_file.hpp"
 #include "test_seed.hpp"
 

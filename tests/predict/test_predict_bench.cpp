@@ -4,7 +4,7 @@
 #include "nibble/results/result.hpp"
 #include "nibble/predict.hpp"
 #include "nibble/quant/layer_shape_rule.hpp"
-#include "nibble/workload/model_sources.hpp"
+#include "nibble/workload/model_config.hpp"
 #include "test_seed.hpp"
 
 #include <gtest/gtest.h>

@@ -1,9 +1,8 @@
 // Blackwell predictions from public measurements: the data file's points, the fit, the leave-one-out interval
 // and the held-back check (which prints its errors: docs/predict.md quotes them).
 #include "nibble/predict.hpp"
-#include "nibble/predict/public_calibration.hpp"
 #include "nibble/results/aggregate.hpp"
-#include "nibble/workload/model_sources.hpp"
+#include "nibble/workload/model_config.hpp"
 #include "test_seed.hpp"
 
 #include <gtest/gtest.h>

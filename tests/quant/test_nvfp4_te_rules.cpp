@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "nibble/quant.hpp"
-#include "random_data.hpp"
+#include "test_seed.hpp"
 
 using namespace nibble::quant;
 namespace fmt = nibble::fmt;

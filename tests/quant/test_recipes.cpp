@@ -8,7 +8,7 @@
 
 #include "nibble/quant.hpp"
 #include "nibble/quant/layer_shape_rule.hpp"
-#include "random_data.hpp"
+#include "test_seed.hpp"
 
 using namespace nibble::quant;
 namespace fmt = nibble::fmt;

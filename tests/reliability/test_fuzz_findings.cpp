@@ -1,6 +1,6 @@
 // Replays every input the fuzzers ever found (fuzz_findings/<target>/, kept byte for byte) and every
-// seed (fuzz/corpus/<target>/) through the same harness the fuzzer runs, so a fixed crash stays fixed
-// in the ordinary (and sanitized) test run, without clang or libFuzzer.
+// seed (the seed folders tools/fuzz.sh gives each target) through the same harness the fuzzer runs,
+// so a fixed crash stays fixed in the ordinary (and sanitized) test run, without clang or libFuzzer.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -35,19 +35,26 @@ int replay(const fs::path& dir, Harness harness) {
   return n;
 }
 
+// seeds: the target's seed folders, relative to the repository root; the same table as seed_dirs in
+// tools/fuzz.sh (fuzz/corpus/ holds only seeds that are not already repository data files).
 struct Target {
   const char* name;
   Harness harness;
+  std::vector<const char*> seeds;
 };
 const Target kTargets[] = {
-    {"npy", nibble::fuzz::exercise_npy},           {"safetensors", nibble::fuzz::exercise_safetensors},
-    {"hf_config", nibble::fuzz::exercise_hf_config}, {"preset", nibble::fuzz::exercise_preset},
-    {"runs_csv", nibble::fuzz::exercise_runs_csv}, {"bench_result", nibble::fuzz::exercise_bench_result},
-    {"bench_speedups", nibble::fuzz::exercise_bench_speedups}, {"law_fit", nibble::fuzz::exercise_law_fit},
+    {"npy", nibble::fuzz::exercise_npy, {"fuzz/corpus/npy"}},
+    {"safetensors", nibble::fuzz::exercise_safetensors, {"fuzz/corpus/safetensors"}},
+    {"hf_config", nibble::fuzz::exercise_hf_config, {"tests/workload/fixtures"}},
+    {"preset", nibble::fuzz::exercise_preset, {"data/presets"}},
+    {"runs_csv", nibble::fuzz::exercise_runs_csv, {"fuzz/corpus/runs_csv", "data/law"}},
+    {"bench_result", nibble::fuzz::exercise_bench_result, {"fuzz/corpus/bench_result"}},
+    {"bench_speedups", nibble::fuzz::exercise_bench_speedups, {"fuzz/corpus/bench_result", "tests/law"}},
+    {"law_fit", nibble::fuzz::exercise_law_fit, {"fuzz/corpus/law_fit", "data/law"}},
 };
 
 const fs::path kFindings = NIBBLE_FUZZ_FINDINGS_DIR;
-const fs::path kSeeds = fs::path(NIBBLE_FUZZ_FINDINGS_DIR) / ".." / ".." / ".." / "fuzz" / "corpus";
+const fs::path kRepo = fs::path(NIBBLE_FUZZ_FINDINGS_DIR) / ".." / ".." / "..";
 
 }  // namespace
 
@@ -59,7 +66,9 @@ TEST(FuzzFindings, EveryStoredFindingStaysWithinTheParserContract) {
 
 TEST(FuzzFindings, EverySeedParsesWithinTheContract) {
   for (const Target& t : kTargets) {
-    EXPECT_GT(replay(kSeeds / t.name, t.harness), 0) << "no seeds for " << t.name << " under " << kSeeds;
+    for (const char* dir : t.seeds) {
+      EXPECT_GT(replay(kRepo / dir, t.harness), 0) << "no seeds for " << t.name << " under " << kRepo / dir;
+    }
   }
 }
 

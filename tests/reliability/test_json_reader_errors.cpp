@@ -13,10 +13,10 @@
 #include <string>
 
 #include "nibble/results/result.hpp"
-#include "nibble/io/safetensors.hpp"
+#include "nibble/io/tensor.hpp"
 #include "nibble/law/bench_speedups.hpp"
 #include "nibble/law/fit.hpp"
-#include "nibble/workload/model_sources.hpp"
+#include "nibble/workload/model_config.hpp"
 #include "scratch_file.hpp"
 #include "test_seed.hpp"
 

@@ -2,7 +2,6 @@
 #include "results/handmade_result.hpp"
 #include "nibble/results/aggregate.hpp"
 #include "nibble/report.hpp"
-#include "nibble/report/interpretation.hpp"
 #include "test_seed.hpp"
 
 #include <fmt/format.h>

@@ -1,16 +1,37 @@
-// Fitting the precision-aware law to training runs (docs/spec.md §7): the base constants A, alpha, B,
-// beta, E, gamma on the base-scheme runs (Huber loss on log loss, many initialisations, best kept),
-// then effN and effD per other scheme with the base constants fixed; bootstrap intervals for all.
+// Fitting the precision-aware law to training runs (docs/spec.md §7): the runs CSV it reads, then the
+// base constants A, alpha, B, beta, E, gamma on the base-scheme runs (Huber loss on log loss, many
+// initialisations, best kept), then effN and effD per other scheme with the base constants fixed;
+// bootstrap intervals for all.
 #pragma once
 #include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
+#include <istream>
 #include <map>
 #include <string>
 #include <vector>
 
-#include "nibble/law/runs.hpp"
 #include "nibble/law/scaling_law.hpp"
+
+// Training runs to fit the law on: one row per run, read from a CSV with a header and at least the
+// columns scheme, n (non-embedding parameters), d (tokens) and loss (final validation loss). Other
+// columns are kept as metadata so a fit report can show them next to each run's residual.
+namespace nibble::law {
+
+struct Run {
+  std::string scheme;
+  double n = 0, d = 0, loss = 0;
+  std::map<std::string, std::string> metadata;  // every other column, by header name
+  int line = 0;                                 // 1-based line in the CSV, for messages
+};
+
+// Parses CSV text (comma separated; fields may be double-quoted; '#' lines and blank lines are
+// skipped). `origin` names the source in error messages. Throws std::invalid_argument on missing
+// columns, unparsable or non-positive n/d/loss, or no data rows.
+std::vector<Run> parse_runs_csv(std::istream& in, const std::string& origin = "runs CSV");
+std::vector<Run> read_runs_csv(const std::string& path);
+
+}  // namespace nibble::law
 
 namespace nibble::law {
 

@@ -21,7 +21,7 @@
 #include <cstdint>
 #include <string>
 
-#include "nibble/quant/quantized_tensor.hpp"
+#include "nibble/quant/quantizers.hpp"
 #include "nibble/quant/recipe.hpp"
 
 namespace nibble::quant {

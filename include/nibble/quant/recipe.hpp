@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "nibble/quant/amax_history.hpp"
-#include "nibble/quant/quantized_tensor.hpp"
+#include "nibble/quant/quantizers.hpp"
 #include "nibble/quant/recipe_list.hpp"
 
 namespace nibble::quant {

@@ -1,4 +1,4 @@
-// Exact emulation helpers for Hopper (docs/spec.md §4).
+// Exact emulation helpers for Hopper (docs/spec.md §4), and the reference GEMM they are checked against.
 //
 // MXFP4 -> E4M3 re-encoding: for each set (a whole row along K, or a 1 x 128 group) with block
 // exponents k_j and k_max = the largest k_j over blocks holding a non-zero code,
@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "nibble/quant/quantized_tensor.hpp"
+#include "nibble/quant/quantizers.hpp"
 
 namespace nibble::quant {
 
@@ -39,5 +39,17 @@ int64_t count_reencode_violations(const QuantizedTensor& q, ReencodeSet set);
 // applies tensor_scale_a * tensor_scale_b to its output). Throws std::runtime_error if any value is
 // not exactly representable in BF16 (never happens for mxfp8, mxfp4, nvfp4, fp8 per-tensor codes).
 std::vector<uint16_t> decode_to_bf16_unscaled(const QuantizedTensor& q);
+
+}  // namespace nibble::quant
+
+// The ground truth for every GEMM path: C[M, N] = (sum_k A[m, k] * B[n, k]) * tensor_scale_a * tensor_scale_b,
+// A, B = decode(code) * block_scale (exact in float), and the sum over the DEQUANTIZED
+// values (quantized domain: rotations and prescales are not undone), products and sums in double.
+// A is [M, K] and B is [N, K], both contiguous along K ("TN"). Throws std::invalid_argument when the
+// K dimensions differ.
+namespace nibble::quant {
+
+std::vector<double> reference_gemm_f64(const QuantizedTensor& a, const QuantizedTensor& b);
+std::vector<float> reference_gemm(const QuantizedTensor& a, const QuantizedTensor& b);
 
 }  // namespace nibble::quant

@@ -4,6 +4,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -13,6 +14,15 @@
 #include "nibble/results/clock_record.hpp"
 
 namespace nibble::bench {
+
+// The median of a sample (the mean of the two middle values for an even count; NaN when empty), shared by
+// the clock record and the merge of repeated sweeps.
+inline double median(std::vector<double> v) {
+  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
 
 // How a GEMM was timed (docs/spec.md §6).
 //   pre_quantized: operands quantized outside the timed region; GEMM alone.
