@@ -71,16 +71,18 @@ TEST(PublicCalibration, IntervalWidensWithAScatteredPointAndNeedsAHopperAnchor) 
   const auto gpus = load_gpu_database();
   PublicData d = load_public_data();
   const PublicFit base = fit_public(d, gpus, h100_fp8());
-  // Halve one Blackwell point's throughput: it now runs twice as long as its family predicts.
+  // Quarter one Blackwell point's throughput: it now runs four times as long as before. Left out of the fit,
+  // its family predicts it within the base interval (each point's ratio is at least base.low, 0.69), so its
+  // ratio becomes at least 4 * 0.69 = 2.76.
   std::vector<size_t> blackwell;
   for (size_t i = 0; i < d.points.size(); ++i)
     if (d.points[i].model_tflops > 0 && find_gpu(gpus, d.points[i].database_gpu).compute_capability >= 100)
       blackwell.push_back(i);
   ASSERT_FALSE(blackwell.empty());
-  d.points[blackwell[rng() % blackwell.size()]].model_tflops *= 0.5;
+  d.points[blackwell[rng() % blackwell.size()]].model_tflops *= 0.25;
   const PublicFit wide = fit_public(d, gpus, h100_fp8());
   EXPECT_GT(wide.high, base.high);
-  EXPECT_GT(wide.high, 1.6);
+  EXPECT_GT(wide.high, 4 * base.low);
   PublicData no_hopper = load_public_data();
   std::erase_if(no_hopper.points, [&](const PublicPoint& p) { return p.database_gpu == "H100 SXM"; });
   EXPECT_THROW(fit_public(no_hopper, gpus, h100_fp8()), std::invalid_argument);
