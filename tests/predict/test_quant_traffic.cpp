@@ -133,7 +133,9 @@ TEST(WeightQuantTraffic, IsTheWeightCopiesOfTheStepFpropAndNothingElse) {
             const double all = pass_quant_bytes(recipe, pass, mode, l, o);
             EXPECT_GE(w, 0);
             EXPECT_LE(w, all) << recipe << " " << pass;
-            if (mode != Mode::step || std::string(pass) != "fprop" || recipe == "bf16") EXPECT_EQ(w, 0) << recipe << pass;
+            if (mode != Mode::step || std::string(pass) != "fprop" || recipe == "bf16") {
+              EXPECT_EQ(w, 0) << recipe << pass;
+            }
           }
         const double w = pass_weight_quant_bytes(recipe, "fprop", Mode::step, l, o);
         const double all = pass_quant_bytes(recipe, "fprop", Mode::step, l, o);
@@ -196,7 +198,9 @@ TEST(PredictGradAccum, StepFpropQuantizationLosesAllButOneNthOfTheWeight) {
       ASSERT_NE(base, nullptr);
       EXPECT_NEAR(s.weight_quant_share_ms, s.weight_quant_ms / n, 1e-12);
       EXPECT_NEAR(base->layer_ms - s.layer_ms, s.weight_quant_ms * (1 - 1.0 / n), 1e-9) << s.recipe;
-      if (s.mode == Mode::step && s.recipe != "bf16") EXPECT_GT(s.weight_quant_ms, 0) << s.recipe;
+      if (s.mode == Mode::step && s.recipe != "bf16") {
+        EXPECT_GT(s.weight_quant_ms, 0) << s.recipe;
+      }
     }
   }
   PredictOptions bad;

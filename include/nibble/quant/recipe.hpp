@@ -44,7 +44,7 @@ struct QuantOptions {
   // by_recipe: stochastic for nvfp4 role dy, nearest everywhere else (quartet backward included).
   Rounding rounding = Rounding::by_recipe;
   // mxfp8, mxfp4; unset = default_mx_scale_rule(recipe).
-  std::optional<MxScaleRule> mx_scale_rule;
+  std::optional<MxScaleRule> mx_scale_rule = std::nullopt;
   // quartet
   int hadamard_size = 32;
   bool rotate = true;
