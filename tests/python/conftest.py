@@ -22,7 +22,7 @@ def nprng(rng):
     return np.random.default_rng(int(rng.initial_seed()))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ext():
     import nibble
     return nibble.load_extension()
