@@ -14,8 +14,15 @@ for weights (round to nearest; fp8-delayed's weight scale comes from its history
 does not add to, as Transformer Engine skips the weight's amax update after the first micro-batch), so
 a cached copy equals a fresh one bit for bit whenever the weight's own values decide it. Leaving the
 context drops the copies (their memory: about one byte per weight element per copy for FP8).
-Recipes: fp8-current, fp8-delayed, fp8-block, mxfp4, mxfp8, nvfp4 (quartet's weight is quantized in the
-same fused launch as its re-encoding; it is not cached yet). Other layers and backends ignore it.
+What each CUDA recipe keeps:
+  fp8-current, fp8-delayed, fp8-block  the FP8 copies of W (row-wise, and W^T for dgrad)
+  mxfp4                                the MXFP4 planes of W and W^T (their E4M3 re-encodings still run per pass:
+                                       they decide the GEMM path with the pass's violation counts)
+  mxfp8, nvfp4                         the quantized copies of W and W^T and their exact BF16 decodes (the
+                                       GEMM operands: 2 bytes per element each, beside the codes)
+  quartet                              W's fused forward (MXFP4 planes, trust mask, E4M3 row re-encoding and its
+                                       violation counts) and, per backward seed, Wq^T's planes
+Other layers and backends ignore it.
 """
 import contextlib
 
@@ -49,3 +56,14 @@ def cached(layer, key, make):
         del store[k]  # copies of an older version of the weight
     store[key] = (stamp, value)
     return value, False
+
+
+def derived(layer, key, source, make):
+    """(value, hit): make() once per weight version for a value derived from `source`, a tensor made from the
+    weight (a cached copy, or the copy a forward saved for backward), while the layer's cache is on; else every
+    call. The entry keeps `source` alive, so its memory cannot be taken by another tensor while the entry lives
+    and the data_ptr in the key names this source alone."""
+    if getattr(layer, "_weight_copies", None) is None:
+        return make(), False
+    (_, value), hit = cached(layer, (key, source.data_ptr()), lambda: (source, make()))
+    return value, hit

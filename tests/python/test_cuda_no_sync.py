@@ -52,8 +52,9 @@ def test_gpu_steady_state_steps_make_no_host_sync(recipe, cuda_ext):
         m(x)
 
 
-@pytest.mark.parametrize("recipe", ["fp8-current", "fp8-block"])
+@pytest.mark.parametrize("recipe", [r for r in RECIPES if r != "fp8-delayed"])
 def test_gpu_weight_cache_equals_fresh_quantization(recipe, cuda_ext):
+    # fp8-delayed is left out on purpose: its cached copy keeps the first micro-batch's scale (TE's reuse).
     a, b = model(recipe), model(recipe)
     b.load_state_dict(a.state_dict())
     x = torch.randn(128, 256, device="cuda", dtype=torch.bfloat16)
@@ -61,7 +62,12 @@ def test_gpu_weight_cache_equals_fresh_quantization(recipe, cuda_ext):
         for k in range(3):
             ya, yb = a(x * (k + 1)), b(x * (k + 1))
             assert torch.equal(ya, yb), k
-    assert "cached" in a[0].last_path
+            ya.float().square().sum().backward()
+            yb.float().square().sum().backward()
+            for la, lb in zip(a, b):
+                if isinstance(la, nt.Linear):
+                    assert torch.equal(la.weight.grad, lb.weight.grad), (k, la.last_backward_path)
+            assert ("W cached (weight_cache)" in a[0].last_path) == (k > 0), a[0].last_path
 
 
 def test_gpu_torch_compile_runs_a_model_with_nibble_layers(cuda_ext):

@@ -33,6 +33,7 @@ import torch
 from .._ext import (bf16_input, extension, extension_error, extension_lacks, kernel_input, on_device, out_dtype,
                     stream_handle)
 from ..seeds import mix
+from ..weight_cache import cached, derived
 from .common import finish_backward, finish_forward, gemm_into, require_whole_token_blocks
 
 RECIPES = ("mxfp8", "nvfp4")
@@ -124,25 +125,27 @@ def quantize_nvfp4(ext, x, role, rowwise, colwise, stream, seed=0):
     return row, col, kernel
 
 
-def gemm(ext, a, b, like_dtype, pass_, stream):
+def gemm(ext, a, b, like_dtype, pass_, stream, weight_of=None):
     """A B^T from two copies, decoded to BF16 here. Returns (output, label for last_path); nvfp4's output is FP32
-    and carries the global scales s_A s_B."""
-    da, db = a.decode(ext, stream), b.decode(ext, stream)
+    and carries the global scales s_A s_B. weight_of: the layer whose weight B is a copy of (fprop's W, dgrad's
+    W^T): its weight_cache keeps B's decode."""
+    da = a.decode(ext, stream)
+    db, hit = derived(weight_of, f"{pass_} decode", b.codes, lambda: b.decode(ext, stream))
     nv = a.recipe == "nvfp4"
     out = torch.empty(da.shape[0], db.shape[0], dtype=torch.float32 if nv else out_dtype(like_dtype), device=da.device)
     kw = dict(a_dtype="bf16", b_dtype="bf16", a_scale_mode="none", b_scale_mode="none", alpha=1.0, pass_=pass_,
               accumulation="split", operands="emulated-exact (bf16)", stream=stream)
     label = f"{pass_} GEMM " + gemm_into(ext, (da, None, db, None), out, kw, "none")
+    if hit:
+        label += " (B's decode cached: weight_cache)"
     if nv:
         out.mul_(a.global_scale * b.global_scale)  # FP32 product of the two global decode scales, on the device
         label += " x s_A s_B (FP32 global scales)"
     return out, label
 
 
-def _inputs(layer, x, w, notes):
-    if layer.recipe == "mxfp8":
-        return bf16_input(x, "X", notes), bf16_input(w, "W", notes)
-    return kernel_input(x), kernel_input(w)
+def _input(layer, t, name, notes):
+    return bf16_input(t, name, notes) if layer.recipe == "mxfp8" else kernel_input(t)
 
 
 def _conversions(notes):
@@ -154,15 +157,18 @@ def forward(ext, layer, x, w, need_xt, need_wt, stream):
     copies X^T (for wgrad) / W^T (for dgrad). Returns (y, X^T Copy or None, W^T Copy or None, path); y is BF16
     when x is (mxfp8), else FP32."""
     notes = []
-    xk, wk = _inputs(layer, x, w, notes)
+    xk = _input(layer, x, "X", notes)
     if layer.recipe == "mxfp8":
         rule = layer.options["mx_scale_rule"]
-        (xr, xt, kx), (wr, wt, kw) = (quantize_mxfp8(ext, xk, True, need_xt, rule, stream),
-                                      quantize_mxfp8(ext, wk, True, need_wt, rule, stream))
+        xr, xt, kx = quantize_mxfp8(ext, xk, True, need_xt, rule, stream)
+        (wr, wt, kw), hit = cached(layer, ("mxfp8", need_wt, rule), lambda: quantize_mxfp8(
+            ext, _input(layer, w, "W", notes), True, need_wt, rule, stream))
     else:
-        (xr, xt, kx), (wr, wt, kw) = (quantize_nvfp4(ext, xk, "x", True, need_xt, stream),
-                                      quantize_nvfp4(ext, wk, "w", True, need_wt, stream))
-    y, g = gemm(ext, xr, wr, x.dtype, "fprop", stream)
+        xr, xt, kx = quantize_nvfp4(ext, xk, "x", True, need_xt, stream)
+        (wr, wt, kw), hit = cached(layer, ("nvfp4", need_wt), lambda: quantize_nvfp4(
+            ext, _input(layer, w, "W", notes), "w", True, need_wt, stream))
+    kw = "cached (weight_cache)" if hit else kw
+    y, g = gemm(ext, xr, wr, x.dtype, "fprop", stream, weight_of=layer)
     return y, xt, wt, f"cuda {layer.recipe} forward{_conversions(notes)}: X {kx}; W {kw}; {g}"
 
 
@@ -184,7 +190,7 @@ def backward(ext, layer, dy, xt, wt, seeds, dx_dtype, dw_dtype, stream, need_dx=
             kernels.append(f"dY^T (RHT) {k}")
     dx = dw = None
     if need_dx:
-        dx, g = gemm(ext, dyr, wt, dx_dtype, "dgrad", stream)
+        dx, g = gemm(ext, dyr, wt, dx_dtype, "dgrad", stream, weight_of=layer)
         kernels.append(g)
     if need_dw:
         dw, g = gemm(ext, dyt, xt, dw_dtype, "wgrad", stream)

@@ -31,6 +31,7 @@ from .._ext import (KERNEL_INPUT_DTYPES, extension, extension_error, extension_l
                     out_dtype, stream_handle)
 from .common import finish_backward, finish_forward, require_whole_token_blocks
 from .quartet import Operand, Planes, deferred_check, gemm_pair, settle
+from ..weight_cache import cached
 
 RECIPES = ("mxfp4",)
 BLOCK = 32  # along every GEMM's inner dimension: in_features (fprop), out_features (dgrad), tokens (wgrad)
@@ -83,13 +84,16 @@ def _gemms(ext, pairs, dev, stream, deferred=None):
     return outs, labels
 
 
-def forward(ext, x, w, options, need_xt, need_wt, stream, deferred=None):
+def forward(ext, x, w, options, need_xt, need_wt, stream, deferred=None, layer=None):
     """Y = Q(X) Q(W)^T for x [T, I], w [O, I] (FP32 or BF16, contiguous, on one CUDA device). need_xt / need_wt:
     also make the column-wise copies X^T (for wgrad) / W^T (for dgrad). Returns (y, X^T planes or None,
-    W^T planes or None, path); y is BF16 when x is, else FP32."""
+    W^T planes or None, path); y is BF16 when x is, else FP32. layer: whose weight_cache keeps W's planes
+    (w may be a function returning the kernel's input, then called only when W is quantized)."""
     rule = options["mx_scale_rule"]
     xp, xtp, kx = quantize(ext, x, True, need_xt, rule, stream)
-    wp, wtp, kw = quantize(ext, w, True, need_wt, rule, stream)
+    (wp, wtp, kw), hit = cached(layer, ("mxfp4", need_wt, rule),
+                                lambda: quantize(ext, w() if callable(w) else w, True, need_wt, rule, stream))
+    kw = "cached (weight_cache)" if hit else kw
     (y,), (g,) = _gemms(ext, [("fprop", (xp, "X"), (wp, "W"), x.dtype)], x.device, stream, deferred)
     return y, xtp, wtp, f"cuda mxfp4 forward: X {kx}; W {kw}; {g}"
 
@@ -120,8 +124,8 @@ class Mxfp4CudaFunction(torch.autograd.Function):
         if need_dw:
             require_whole_token_blocks(layer, x.shape[0], BLOCK)
         with on_device(x):
-            y, xtp, wtp, path = forward(ext, kernel_input(x), kernel_input(weight), layer.options, need_dw,
-                                        need_dx, stream_handle(x), deferred_check(layer))
+            y, xtp, wtp, path = forward(ext, kernel_input(x), lambda: kernel_input(weight), layer.options, need_dw,
+                                        need_dx, stream_handle(x), deferred_check(layer), layer)
         ctx.save_for_backward(*((None, None) if xtp is None else (xtp.codes, xtp.scales)),
                               *((None, None) if wtp is None else (wtp.codes, wtp.scales)))
         ctx.layer, ctx.step = layer, layer.host_step()

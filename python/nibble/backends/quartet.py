@@ -31,6 +31,7 @@ import torch
 from .._ext import (KERNEL_INPUT_DTYPES, extension, extension_error, extension_lacks, kernel_input, on_device,
                     out_dtype, stream_handle)
 from ..seeds import quartet_backward_seed
+from ..weight_cache import cached
 from .common import finish_backward, finish_forward, gemm_into
 
 QUARTET_RESCALE = 16.0 / 9.0
@@ -117,8 +118,8 @@ class Operand:
 
     def reencode(self, ext, granularity, stream):
         p = self.p
-        if self.e4m3 is None:
-            self.e4m3 = torch.empty(p.rows, p.cols, dtype=torch.uint8, device=p.codes.device)
+        # A fresh tensor every time: the one in hand may be weight_cache's row re-encoding, which stays as it is.
+        self.e4m3 = torch.empty(p.rows, p.cols, dtype=torch.uint8, device=p.codes.device)
         self.set_scales = torch.empty(ext.reencode_scale_count(granularity, p.rows, p.cols), dtype=torch.float32,
                                       device=p.codes.device)
         self.mode = "outer_vec" if granularity == "row" else "vec128"
@@ -187,19 +188,36 @@ def settle(counts, operands, passes, deferred):
         deferred(counts, passes)
 
 
-def forward(ext, x, w, options, stream, deferred=None):
+def _fused_weight(ext, w, options, stream):
+    """W's fused forward into fresh planes: (planes, E4M3 row re-encoding, its row scales, its violation counts
+    int32[2], kernel path); what weight_cache keeps."""
+    o, i = w.shape
+    wo = Operand(Planes(o, i, w.device, mask=True), "W", torch.full((2,), -1, dtype=torch.int32, device=w.device))
+    kernel = wo.fused_forward(ext, w, options, stream)
+    return wo.p, wo.e4m3, wo.set_scales, wo.counts, kernel
+
+
+def forward(ext, x, w, options, stream, deferred=None, layer=None):
     """Y = Xq Wq^T for x [T, I], w [O, I] (float32 or bfloat16, contiguous, on one CUDA device).
-    Returns (y, x planes, w planes, path); y is bfloat16 when x is, else float32. deferred: see settle."""
-    (t, i), o, dev = x.shape, w.shape[0], x.device
-    xp, wp = Planes(t, i, dev, mask=True), Planes(o, i, dev, mask=True)
+    Returns (y, x planes, w planes, path); y is bfloat16 when x is, else float32. deferred: see settle.
+    layer: whose weight_cache keeps W's fused forward (w may be a function returning the kernel's input,
+    then called only when W is quantized)."""
+    (t, i), dev = x.shape, x.device
+    xp = Planes(t, i, dev, mask=True)
     counts = torch.full((2, 2), -1, dtype=torch.int32, device=dev)
-    xo, wo = Operand(xp, "X", counts[0]), Operand(wp, "W", counts[1])
+    xo, wo = Operand(xp, "X", counts[0]), None
     kernel = xo.fused_forward(ext, x, options, stream)
-    wo.fused_forward(ext, w, options, stream)
+    key = ("quartet", options["hadamard_size"], options["rotate"], options["forward_quantizer"])
+    (wp, we4m3, wscales, wcounts, _), hit = cached(
+        layer, key, lambda: _fused_weight(ext, w() if callable(w) else w, options, stream))
+    counts[1].copy_(wcounts)  # on the device: the pass's counters hold W's as if it had been quantized now
+    wo = Operand(wp, "W", counts[1])
+    wo.e4m3, wo.set_scales, wo.mode = we4m3, wscales, "outer_vec"
     settle(counts, (xo, wo), ("fprop",), deferred)
-    y = torch.empty(t, o, dtype=out_dtype(x.dtype), device=dev)
+    y = torch.empty(t, wp.rows, dtype=out_dtype(x.dtype), device=dev)
     g = gemm_pair(ext, xo, wo, y, gemm_alphas(options)[0], "fprop", stream)
-    return y, xp, wp, f"cuda quartet forward: {kernel}; {g}"
+    w_path = "; W cached (weight_cache)" if hit else ""
+    return y, xp, wp, f"cuda quartet forward: {kernel}{w_path}; {g}"
 
 
 def backward(ext, dy, xp, wp, options, seed, dx_dtype, dw_dtype, stream, need_dx=True, need_dw=True,
@@ -249,8 +267,8 @@ class QuartetCudaFunction(torch.autograd.Function):
     def forward(ctx, x, weight, bias, layer):
         ext = extension()
         with on_device(x):
-            y, xp, wp, path = forward(ext, kernel_input(x), kernel_input(weight), layer.options, stream_handle(x),
-                                      deferred_check(layer))
+            y, xp, wp, path = forward(ext, kernel_input(x), lambda: kernel_input(weight), layer.options,
+                                      stream_handle(x), deferred_check(layer), layer)
         ctx.save_for_backward(xp.codes, xp.scales, xp.mask, wp.codes, wp.scales, wp.mask)
         ctx.layer, ctx.step, ctx.shapes = layer, layer.host_step(), (x.shape[0], x.shape[1], weight.shape[0])
         ctx.dtypes = (x.dtype, weight.dtype, None if bias is None else bias.dtype)
