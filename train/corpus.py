@@ -1,11 +1,22 @@
-"""An offline corpus: the Python standard library's own source files (present wherever Python is),
-byte-level tokens (vocabulary 256). Files are split train/validation by a hash of their relative path,
-so the split is the same on every machine with the same Python version, and no file's text is in both."""
+"""Offline corpora, byte-level tokens (vocabulary 256), split train/validation by a hash of each file's
+relative path, so no file's text is in both.
+- The packed corpus (data/corpus, made by train/make_corpus.py from Debian's linux-source-6.1): its .xz
+  splits are unpacked once into /tmp and memory-mapped (load_packed).
+- The fallback: the Python standard library's own source files (present wherever Python is; the split is
+  the same on every machine with the same Python version)."""
 import hashlib
+import json
+import lzma
 import os
 import sysconfig
+import time
 
 import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PACKED_DIR = os.path.join(HERE, "..", "data", "corpus")
+PACKED_NAME = "linux-6.1-bytes"  # data/corpus/<name>.json + .train.xz + .val.xz (train/make_corpus.py)
+CACHE_DIR = os.environ.get("NIBBLE_CORPUS_CACHE", "/tmp/nibble-corpus")
 
 
 def default_root():
@@ -51,3 +62,75 @@ def windows(data, starts, seq_len):
     idx = starts.reshape(-1, 1) + torch.arange(seq_len + 1, device=starts.device).reshape(1, -1)
     w = data[idx].long()
     return w[:, :-1], w[:, 1:]
+
+
+def packed_manifest(folder=PACKED_DIR, name=PACKED_NAME):
+    """The manifest of a packed corpus (train/make_corpus.py), or None when it is not there."""
+    path = os.path.join(folder, name + ".json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def unpack_split(folder, split_info, cache=CACHE_DIR):
+    """Decompress one split's .xz into cache/<sha256>.bin once (checked against the manifest's sha256 and
+    size, written under a temporary name and renamed, so a cut-off unpack never looks finished); later
+    calls find it there. Returns (path, seconds spent unpacking, 0 when it was cached)."""
+    os.makedirs(cache, exist_ok=True)
+    dest = os.path.join(cache, split_info["sha256"] + ".bin")
+    if os.path.exists(dest) and os.path.getsize(dest) == split_info["bytes"]:
+        return dest, 0.0
+    t0 = time.perf_counter()
+    tmp = f"{dest}.{os.getpid()}.part"
+    h = hashlib.sha256()
+    with lzma.open(os.path.join(folder, split_info["file"]), "rb") as src, open(tmp, "wb") as out:
+        for chunk in iter(lambda: src.read(1 << 22), b""):
+            h.update(chunk)
+            out.write(chunk)
+    size = os.path.getsize(tmp)
+    if h.hexdigest() != split_info["sha256"] or size != split_info["bytes"]:
+        os.remove(tmp)
+        raise ValueError(f"corpus file {split_info['file']}: unpacked {size} bytes with sha256 {h.hexdigest()}, "
+                         f"but the manifest says {split_info['bytes']} bytes, {split_info['sha256']}; the .xz "
+                         "is damaged or does not belong to this manifest: regenerate with tools/make_corpus.sh")
+    os.replace(tmp, dest)
+    return dest, time.perf_counter() - t0
+
+
+def map_file(path, size):
+    """A read-only-in-practice uint8 tensor over the file (memory-mapped, private copy-on-write pages)."""
+    return torch.from_file(path, shared=False, size=size, dtype=torch.uint8)
+
+
+def load_packed(folder=PACKED_DIR, name=PACKED_NAME, cache=CACHE_DIR):
+    """(train uint8 tensor, val uint8 tensor, description) of a packed corpus, unpacked into `cache`."""
+    m = packed_manifest(folder, name)
+    if m is None:
+        raise FileNotFoundError(f"no packed corpus {name}.json in {folder}; regenerate it with tools/make_corpus.sh, "
+                                "or pass --corpus stdlib")
+    out, unpack_s = [], 0.0
+    for split in ("train", "val"):
+        info = m["splits"][split]
+        path, secs = unpack_split(folder, info, cache)
+        unpack_s += secs
+        out.append(map_file(path, info["bytes"]))
+    desc = dict(name=m["name"], source=f"{m['package']} {m['package_version']}", tokenizer=m["tokenizer"],
+                train_bytes=m["splits"]["train"]["bytes"], val_bytes=m["splits"]["val"]["bytes"],
+                train_files=m["splits"]["train"]["files"], val_files=m["splits"]["val"]["files"],
+                unpack_seconds=round(unpack_s, 2))
+    return out[0], out[1], desc
+
+
+def load_named(spec):
+    """--corpus: "linux" (the packed corpus, data/corpus), "stdlib" (Python's standard library), "auto" (linux
+    when packed, else stdlib), or a folder of .py files. Returns (train, val, description)."""
+    if spec in (None, "", "auto"):
+        spec = "linux" if packed_manifest() is not None else "stdlib"
+    if spec == "linux":
+        return load_packed()
+    if spec == "stdlib":
+        train, val, desc = load_corpus(default_root())
+        return train, val, dict(desc, name="python-stdlib-bytes")
+    train, val, desc = load_corpus(spec)
+    return train, val, dict(desc, name="folder:" + os.path.basename(os.path.normpath(spec)))

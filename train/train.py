@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nibble.distributed as nd  # noqa: E402
 import nibble.torch as nt  # noqa: E402
-from corpus import batch_order, default_root, load_corpus, windows  # noqa: E402
+from corpus import batch_order, load_named, windows  # noqa: E402
 from model import Decoder  # noqa: E402
 from plot_svg import loss_curves_svg  # noqa: E402
 
@@ -349,7 +349,7 @@ def calibrate_steps(args, labels, train, val, val_starts, deadline, log):
     return max(10, steps), per_step, eval_s
 
 
-def write_outputs(out, args, meta, results):
+def write_outputs(out, args, meta, results, corpus_name="python-stdlib-bytes"):
     """results.json, runs.csv and val_loss.svg; rewritten after every recipe so a cut-off run keeps its
     finished recipes. Under DDP only rank 0 writes."""
     ok = [r for r in results if "final_val_loss" in r]
@@ -362,7 +362,7 @@ def write_outputs(out, args, meta, results):
         f.write("scheme,n,d,loss,tokens_per_s,steps,corpus\n")
         for r in ok:
             f.write(f"{r['scheme']},{r['non_embedding_params']},{r['tokens']},{r['final_val_loss']:.6f},"
-                    f"{r['tokens_per_s']:.0f},{r['steps_run']},python-stdlib-bytes\n")
+                    f"{r['tokens_per_s']:.0f},{r['steps_run']},{corpus_name}\n")
     title = f"{args.layers}x{args.hidden} decoder, {args.steps} steps x {args.batch}x{args.seq_len} bytes"
     with open(os.path.join(out, "val_loss.svg"), "w") as f:
         f.write(loss_curves_svg({r["scheme"] + (" (truncated)" if r.get("truncated") else ""): r["curve"]
@@ -388,7 +388,8 @@ def main(argv=None):
     ap.add_argument("--eval-every", type=int, default=None, help="default: steps / 10")
     ap.add_argument("--val-batches", type=int, default=8)
     ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--corpus", default=None, help="folder of .py files (default: Python's stdlib)")
+    ap.add_argument("--corpus", default="auto", help="linux (the packed corpus, data/corpus), stdlib (Python's "
+                    "standard library), auto (linux when packed, else stdlib), or a folder of .py files")
     ap.add_argument("--backend", default="auto", help="nibble.torch backend: auto | emulated | reference")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--diverge-margin", type=float, default=1.0,
@@ -430,7 +431,7 @@ def main(argv=None):
         logf.flush()
 
     deadline = t_start + 60 * args.max_minutes if args.max_minutes else None
-    train, val, desc = load_corpus(args.corpus or default_root())
+    train, val, desc = load_named(args.corpus)
     train, val = train.to(DEVICE), val.to(DEVICE)
     log(f"corpus: {desc}")
     log(f"device {DEVICE}" + (f" ({torch.cuda.get_device_name()})" if DEVICE.type == "cuda" else "")
@@ -453,12 +454,12 @@ def main(argv=None):
     if args.max_minutes:
         meta["calibration"] = dict(seconds_per_step=per_step, eval_seconds=eval_s, steps=args.steps)
     results = []
-    write_outputs(args.out, args, meta, results)  # so a run cut off during the first recipe leaves its meta
+    write_outputs(args.out, args, meta, results, desc["name"])  # so a run cut off during the first recipe leaves its meta
     for label in labels:
         if deadline is not None and agree(time.perf_counter() > deadline):
             log(f"{label}: SKIPPED: time budget spent")
             results.append(dict(scheme=label, skipped="time budget spent"))
-            write_outputs(args.out, args, meta, results)
+            write_outputs(args.out, args, meta, results, desc["name"])
             continue
         try:
             est = eval_s[label] if args.max_minutes else 0.0
@@ -471,7 +472,7 @@ def main(argv=None):
             results.append(dict(scheme=label, diverged=str(e)))
         if DEVICE.type == "cuda":
             torch.cuda.empty_cache()
-        ok = write_outputs(args.out, args, meta, results)
+        ok = write_outputs(args.out, args, meta, results, desc["name"])
     ok = [r for r in results if "final_val_loss" in r]
     base = next((r["final_val_loss"] for r in ok if r["scheme"] == "bf16"), None)
     if ok:

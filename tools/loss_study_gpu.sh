@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# One call on the GPU machine for the loss study: build nibble._C with its CUDA kernels (once per warm
+# machine, in build-py-gpu), then train/plan.py with the seconds left, copying runs.csv, failed.csv and
+# curves.jsonl to $OUT after every finished run. Copy $OUT/runs.csv (and the other two) back over
+# data/law/loss-study/ so the next call resumes after them.
+# Usage: OUT=/tmp/o bash tools/loss_study_gpu.sh [SECONDS=570] [extra train/plan.py args]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+t0=$(date +%s)
+LIMIT=${1:-570}; shift || true
+PY=${PYTHON:-python3}
+build=${NIBBLE_PY_BUILD:-build-py-gpu}
+OUT=${OUT:-/tmp/nibble-loss-study}
+mkdir -p "$OUT"
+export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
+left() { echo $(( LIMIT - ($(date +%s) - t0) )); }
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNIBBLE_CUDA=ON -DNIBBLE_TESTS=OFF \
+    -DNIBBLE_BENCH=OFF -DNIBBLE_PYTHON=ON -DPython_EXECUTABLE="$(command -v "$PY")" >"$OUT/build.txt" 2>&1 \
+    || { tail -20 "$OUT/build.txt"; rm -f "$build/build.ninja"; exit 1; }
+fi
+timeout -k 5 "$(( $(left) - 60 ))" cmake --build "$build" -j 16 --target nibble_python_ext >>"$OUT/build.txt" 2>&1 \
+  || { grep -E "error|FAILED" "$OUT/build.txt" | head -20; echo "loss_study_gpu: build failed"; exit 1; }
+echo "build done at $(( $(date +%s) - t0 )) s"
+export PYTHONPATH=python NIBBLE_BUILD_DIR="$build"
+"$PY" train/plan.py --max-seconds "$(( $(left) - 15 ))" --copy-to "$OUT" "$@" 2>&1 | tee "$OUT/plan-log.txt"
+exit "${PIPESTATUS[0]}"
