@@ -528,34 +528,3 @@ def test_gpu_bad_inputs_raise_clearly(cuda_ext):
     with pytest.raises(ValueError, match="margin = 65 is outside"):
         cuda_ext.update_fp8_delayed_scale_cuda(torch.zeros(4, device=dev), sc[1, :1], sc[2, :1], step=0,
                                                format="e4m3", margin=65)
-
-
-@pytest.mark.parametrize("recipe", FP8_RECIPES)
-def test_weight_cache_quantizes_w_once_per_weight_version(recipe, rng, ext, fake):
-    # Inside nt.weight_cache(model) the weight's copies are made by the first micro-batch and reused while the
-    # weight is unchanged (bit for bit what a fresh quantization gives); an in-place update (the optimizer's)
-    # bumps the weight's version and the next pass quantizes it again. fp8-delayed: with the own-amax first step
-    # the weight's scale is its own amax's from the first step on (with "te" the first micro-batch's copy has
-    # scale 1, which a fresh quantization at the second would not: what Transformer Engine's reuse does too).
-    opts = dict(delayed_first_step="own_amax") if recipe == "fp8-delayed" else {}
-    cu, _ = pair(recipe, **opts)
-    plain, _ = pair(recipe, **opts)
-    plain.load_state_dict(cu.state_dict())
-    gy = bf16_valued(randn(rng, T, O))
-    xs = [bf16_valued(randn(rng, T, I)) for _ in range(3)]
-    with nt.weight_cache(cu):
-        for k, x in enumerate(xs):
-            fake.calls.clear()
-            got, want = run(cu, x, gy), run(plain, x, gy)
-            for a, b in zip(got, want):
-                assert torch.equal(a, b), k
-            assert ("W cached (weight_cache)" in cu.last_path) == (k > 0), cu.last_path
-        with torch.no_grad():
-            cu.weight.mul_(0.5)
-            plain.weight.mul_(0.5)
-        for a, b in zip(run(cu, xs[0], gy), run(plain, xs[0], gy)):
-            assert torch.equal(a, b)
-        assert "W cached" not in cu.last_path
-    assert cu._weight_copies is None
-    run(cu, xs[1], gy)
-    assert "W cached" not in cu.last_path

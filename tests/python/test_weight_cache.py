@@ -1,18 +1,23 @@
-"""weight_cache for the FP4 and MX recipes on the CUDA backends (quartet, mxfp4, mxfp8, nvfp4), through the CPU
-stand-in of the extension: a layer inside weight_cache gives the same bits as one that quantizes its weight on
-every pass, makes fewer kernel calls from the second micro-batch on, and quantizes again after an in-place update."""
+"""weight_cache on every CUDA backend (fp8-current, fp8-delayed, fp8-block, quartet, mxfp4, mxfp8, nvfp4), through the
+CPU stand-in of the extension: a layer inside weight_cache gives the same bits as one that quantizes its weight on
+every pass, makes fewer kernel calls from the second micro-batch on, and quantizes again after an in-place update.
+fp8-delayed runs with delayed_first_step="own_amax": its weight scale is then the weight's own amax's from the first
+step on (with "te" the first micro-batch's copy has scale 1, which a fresh quantization at the second would not
+have: Transformer Engine's reuse does the same)."""
 import numpy as np
 import pytest
 import torch
 
 import nibble.torch as nt
 from nibble import _ext
-from nibble.backends import common, decoded, mxfp4, quartet
+from nibble.backends import common, decoded, fp8, mxfp4, quartet
 from conftest import randn
 from fake_cuda_ext import standin
 
-T, I, O = 128, 256, 96
-BACKEND = {"quartet": quartet, "mxfp4": mxfp4, "mxfp8": decoded, "nvfp4": decoded}
+T, I, O = 128, 256, 128
+BACKEND = {"quartet": quartet, "mxfp4": mxfp4, "mxfp8": decoded, "nvfp4": decoded, "fp8-current": fp8,
+           "fp8-delayed": fp8, "fp8-block": fp8}
+OPTIONS = {"fp8-delayed": dict(delayed_first_step="own_amax")}
 
 
 @pytest.fixture
@@ -26,7 +31,7 @@ def fake(ext, monkeypatch):
 
 
 def layer(recipe, w, b):
-    m = nt.Linear(I, O, recipe=recipe, backend="cuda", seed=11)
+    m = nt.Linear(I, O, recipe=recipe, backend="cuda", seed=11, **OPTIONS.get(recipe, {}))
     with torch.no_grad():
         m.weight.copy_(w)
         m.bias.copy_(b)
