@@ -57,6 +57,22 @@ struct Shape {
 // bytes / copy bandwidth) + launch latency. `efficiency` is the fitted factor of the family.
 double gemm_ms(const Shape& shape, const Execution& exec, const GpuSpec& gpu, double efficiency);
 
+// The fixed cost of one kernel launch in the model (gemm_ms includes one).
+double kernel_launch_ms();
+
+// Quantizer launches one pass makes per expert (0 for bf16 and pre-quantized): step mode X and W in fprop,
+// dY in dgrad, none in wgrad; per-gemm mode both operands of every GEMM. A per-expert MoE row pays them per
+// expert, a grouped row once for all experts (the bytes are the same).
+int quant_launches(std::string_view recipe, const std::string& pass, bench::Mode mode);
+
+// A grouped MoE GEMM (workload::Gemm::group_tokens): its experts' GEMMs issued back to back (wave quantization
+// per expert, one launch cost for all of them) and the bytes of every expert's quantization.
+struct MoeGroupTime {
+  double gemm_ms = 0;
+  double quant_bytes = 0;
+  double weight_quant_bytes = 0;
+};
+
 // Bytes the quantization attributed to one call of this GEMM moves (reads + writes), for the
 // recipe, pass and mode (0 for bf16 and in pre-quantized mode): pass_quant_bytes of the layer this GEMM
 // belongs to (predict/quant_traffic.hpp, the engine's account too), native formats on Blackwell.
@@ -67,6 +83,9 @@ double weight_quant_bytes(std::string_view recipe, const std::string& pass, benc
                           const GpuSpec& gpu);
 
 // Calibration: measured times of known shapes per family, and the efficiencies fitted to them.
+MoeGroupTime grouped_moe_time(const workload::Gemm& gemm, const std::string& recipe, bench::Mode mode,
+                              const Execution& exec, const GpuSpec& gpu, double efficiency, bool quantized);
+
 struct Observation {
   std::string family;
   std::vector<Shape> gemms;  // summed (times count) to give `ms`

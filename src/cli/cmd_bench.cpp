@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "command_registry.hpp"
+#include "nibble/results/aggregate.hpp"
 #include "nibble/results/result.hpp"
 #include "nibble/predict.hpp"
 #include "nibble/quant/recipe_list.hpp"
@@ -34,6 +35,7 @@ struct BenchArgs {
   int repeat = 1;  // sweeps, the recipes rotated each time (results/sweeps.hpp)
   int grad_accum = 1;     // micro-batches per optimizer step
   std::string keep_bf16;  // layer plan: "first:K,last:L[,lm_head]"
+  std::string moe = "grouped";  // grouped | per-expert | both
   double warmup_ms = 0;
   std::string json, csv, html, gpu;
   bool autotune = false;
@@ -74,22 +76,20 @@ void progress_bar(double fraction, const std::string& what) {
 }
 #endif
 
-int run_bench(const BenchArgs& a) {
-  nibble::report::check_output_paths({a.json, a.csv, a.html});  // before the long run
-  const auto model = nibble::workload::resolve_model(a.model);
-  const auto w = nibble::workload::derive_workload(model, a.workload);
-  const nibble::bench::LayerPlan plan =
-      a.keep_bf16.empty() ? nibble::bench::LayerPlan{} : nibble::bench::parse_layer_plan(a.keep_bf16, w.layers);
-  const auto recipes = chosen_recipes(a);
-  const auto modes = chosen_modes(a);
-  const auto has = [&](const std::string& r) { return std::find(recipes.begin(), recipes.end(), r) != recipes.end(); };
-  std::string baseline = a.baseline;
-  if (baseline.empty()) baseline = has("fp8-delayed") ? "fp8-delayed" : has("bf16") ? "bf16" : recipes.front();
-  if (!has(baseline)) {
-    throw std::invalid_argument(fmt::format("--baseline {} is not among the recipes benchmarked ({}); add it to --recipes or "
-                                            "pick one of those", baseline,
-                                            fmt::join(recipes, ", ")));
-  }
+// The routed experts' path the rows ran (several joined when they differ).
+std::string moe_path_of(const nibble::bench::BenchResult& r) {
+  std::vector<std::string> paths;
+  for (const auto& row : r.rows)
+    if (!row.moe_path.empty() && std::find(paths.begin(), paths.end(), row.moe_path) == paths.end())
+      paths.push_back(row.moe_path);
+  return fmt::format("{}", fmt::join(paths, " | "));
+}
+
+// Measured on the local GPU, or predicted (for --gpu, or without a GPU). `announce`: say so on stderr (once per
+// command, though --moe both runs two workloads).
+nibble::bench::BenchResult measure_or_predict(const BenchArgs& a, const nibble::workload::Workload& w,
+                                              const std::vector<std::string>& recipes, const std::vector<Mode>& modes,
+                                              const std::string& baseline, bool announce = true) {
   nibble::bench::BenchResult result;
   bool measured = false;
 #ifdef NIBBLE_WITH_ENGINE
@@ -112,17 +112,59 @@ int run_bench(const BenchArgs& a) {
 #endif
   if (!measured) {
     const std::string gpu = a.gpu.empty() ? "H200 SXM" : a.gpu;
-    if (a.gpu.empty()) {
+    if (a.gpu.empty() && announce) {
       std::fprintf(stderr, "nibble: no CUDA GPU found here: PREDICTING times for %s from the performance model "
                            "(use --gpu NAME to pick another GPU)\n", gpu.c_str());
     }
-    if (a.repeat > 1)
+    if (a.repeat > 1 && announce)
       std::fprintf(stderr, "nibble: --repeat %d ignored: a prediction has no run-to-run variation to average\n", a.repeat);
     nibble::predict::PredictOptions popt;
     popt.grad_accum = a.grad_accum;
     result = nibble::predict::predict_bench(w, recipes, modes, gpu, popt);
     result.command_line = a.command_line;
     result.baseline_recipe = baseline;
+  }
+  return result;
+}
+
+int run_bench(const BenchArgs& a) {
+  nibble::report::check_output_paths({a.json, a.csv, a.html});  // before the long run
+  const auto model = nibble::workload::resolve_model(a.model);
+  auto workload_options = a.workload;
+  workload_options.moe_path = nibble::workload::moe_path_from_string(a.moe == "both" ? "grouped" : a.moe);
+  const auto w = nibble::workload::derive_workload(model, workload_options);
+  const nibble::bench::LayerPlan plan =
+      a.keep_bf16.empty() ? nibble::bench::LayerPlan{} : nibble::bench::parse_layer_plan(a.keep_bf16, w.layers);
+  const auto recipes = chosen_recipes(a);
+  const auto modes = chosen_modes(a);
+  const auto has = [&](const std::string& r) { return std::find(recipes.begin(), recipes.end(), r) != recipes.end(); };
+  std::string baseline = a.baseline;
+  if (baseline.empty()) baseline = has("fp8-delayed") ? "fp8-delayed" : has("bf16") ? "bf16" : recipes.front();
+  if (!has(baseline)) {
+    throw std::invalid_argument(fmt::format("--baseline {} is not among the recipes benchmarked ({}); add it to --recipes or "
+                                            "pick one of those", baseline,
+                                            fmt::join(recipes, ", ")));
+  }
+  nibble::bench::BenchResult result;
+  if (a.moe == "both" && !w.is_moe())
+    throw std::invalid_argument("--moe both: the model has no routed experts (a dense model); drop --moe or give "
+                                "--experts");
+  result = measure_or_predict(a, w, recipes, modes, baseline);
+  if (w.is_moe()) {
+    result.notes.push_back(fmt::format("MoE routed tokens, {}; path: {}", nibble::workload::describe(w.expert_tokens),
+                                       moe_path_of(result)));
+    if (a.moe == "both") {
+      auto other_options = a.workload;
+      other_options.moe_path = nibble::workload::MoePath::per_expert;
+      const auto other = measure_or_predict(a, nibble::workload::derive_workload(model, other_options), recipes, modes,
+                                            baseline, /*announce=*/false);
+      result.moe_comparison = nibble::bench::compare_moe_paths(result, other);
+      result.notes.push_back("--moe both: grouped / per-expert time of the routed experts of one block (per-expert: " +
+                             moe_path_of(other) + "):");
+      for (const auto& c : result.moe_comparison)
+        result.notes.push_back(fmt::format("  {} {}: grouped {:.4f} ms, per-expert {:.4f} ms, ratio {:.3f}", c.recipe,
+                                           nibble::bench::to_string(c.mode), c.grouped_ms, c.per_expert_ms, c.ratio));
+    }
   }
   result.layer_plan = plan;
   if (a.grad_accum > 1)
@@ -181,6 +223,12 @@ std::function<int()> setup_bench(CLI::App& sub) {
   sub.add_option("--keep-bf16", a->keep_bf16,
                  "layer plan: keep the first K and last L transformer blocks in BF16 whatever the recipe, e.g. "
                  "first:2,last:2 (lm_head accepted: the LM head is BF16 in every recipe already)");
+  sub.add_option("--moe", a->moe,
+                 "MoE routed experts: grouped (one quantization launch per operand for all experts, their GEMMs "
+                 "issued as one unit), per-expert (separate launches per expert), or both (the grouped result plus "
+                 "the grouped / per-expert ratio)")
+      ->check(CLI::IsMember({"grouped", "per-expert", "both"}))
+      ->capture_default_str();
   sub.add_option("--json", a->json, "write the full result as JSON");
   sub.add_option("--csv", a->csv, "write one row per (GEMM, recipe, mode) as CSV");
   sub.add_option("--html", a->html, "write a self-contained HTML report");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include <functional>
 #include <map>
 #include <stdexcept>
 
@@ -76,16 +77,29 @@ struct LinearLayer {
   std::string name;
   LayerShape shape;
   std::map<std::string, const workload::Gemm*> by_pass;
+  std::vector<int64_t> group_tokens;  // grouped routed experts (workload::Gemm::group_tokens); t is their sum
 };
+
+// What the grouped path runs in this engine: every expert's quantizer and GEMM issued back to back on one
+// stream inside one timed region (no host synchronisation between experts). The single-launch quantization
+// of all experts is not implemented here, so the label says per-expert quantize launches.
+const std::string kGroupedMoePath = bench::moe_path::grouped("per-expert quantize launches in one stream sequence");
 
 // Block-linear layers and the lm_head from the workload's fprop rows (T = m, I = k, O = n).
 std::vector<LinearLayer> linear_layers(const workload::Workload& w) {
   std::vector<LinearLayer> out;
   for (const auto& g : w.gemms) {
     if (g.pass != "fprop" || g.layer == "attn_scores" || g.layer == "attn_values") continue;
-    LinearLayer l{g.layer + (g.role == "dense" || g.role.empty() ? "" : "/" + g.role), {g.m, g.k, g.n}, {}};
+    LinearLayer l{g.layer + (g.role == "dense" || g.role.empty() ? "" : "/" + g.role), {g.m, g.k, g.n}, {},
+                  g.group_tokens};
+    // Per-expert entries of one name differ in their tokens (--token-imbalance): match the linear shape too.
+    const auto same_linear = [&g](const workload::Gemm& h) {
+      if (h.pass == "dgrad") return h.m == g.m && h.n == g.k && h.k == g.n;
+      if (h.pass == "wgrad") return h.k == g.m && h.m == g.k && h.n == g.n;
+      return h.m == g.m && h.k == g.k && h.n == g.n;
+    };
     for (const auto& h : w.gemms) {
-      if (h.layer == g.layer && h.role == g.role) l.by_pass[h.pass] = &h;
+      if (h.layer == g.layer && h.role == g.role && same_linear(h)) l.by_pass[h.pass] = &h;
     }
     out.push_back(std::move(l));
   }
@@ -361,6 +375,91 @@ struct Sweep {
     }
   }
 
+  // Grouped routed experts under every recipe and mode: one runner (and one set of BF16 sources) per distinct
+  // expert token count; each row's quantization and GEMM times are of all experts' work issued back to back.
+  void time_grouped(const LinearLayer& layer) {
+    std::vector<std::pair<int64_t, int64_t>> parts;  // (tokens, experts with that many)
+    for (int64_t t : layer.group_tokens) {
+      if (t <= 0) continue;  // an expert without tokens runs nothing
+      auto it = std::find_if(parts.begin(), parts.end(), [t](const auto& p) { return p.first == t; });
+      if (it == parts.end()) parts.push_back({t, 1});
+      else ++it->second;
+    }
+    std::vector<LinearLayer> subs;
+    subs.reserve(parts.size());
+    for (const auto& [t, n] : parts) subs.push_back({layer.name, {t, layer.shape.i, layer.shape.o}, layer.by_pass, {}});
+    std::vector<LayerSourceBuffers> srcs;
+    try {
+      for (const LinearLayer& sub : subs) srcs.push_back(allocate_sources(sub.shape, layer.name, stream));
+    } catch (const OutOfMemory& e) {
+      add_refused_layer(result, layer, options, e.what());
+      return;
+    }
+    for (const std::string& recipe : options.recipes) {
+      const LayerRecipe lr(layer, recipe);
+      for (Mode mode : options.modes) {
+        std::string setup_error = lr.shape_error;
+        std::vector<std::unique_ptr<LayerRunner>> runners;
+        if (setup_error.empty())
+          for (size_t p = 0; p < subs.size() && setup_error.empty(); ++p) {
+            const LayerRecipe sub_lr(subs[p], recipe);
+            runners.push_back(prepare_runner(sub_lr, srcs[p], mode, setup_error));
+          }
+        for (const char* pass_name : {"fprop", "dgrad", "wgrad"}) {
+          const auto it = layer.by_pass.find(pass_name);
+          if (it == layer.by_pass.end()) continue;
+          bench::Row row = bench::row_from_gemm(*it->second, recipe, mode);
+          row.moe_path = kGroupedMoePath;
+          if (!setup_error.empty()) row.error = setup_error;
+          else time_grouped_pass(runners, parts, pass_of(pass_name), mode, lr.run_recipe, row);
+          result.rows.push_back(std::move(row));
+        }
+      }
+    }
+    result.notes.push_back(layer.name + ": " + kGroupedMoePath + " (not timed as one sequence of passes)");
+  }
+
+  void time_grouped_pass(const std::vector<std::unique_ptr<LayerRunner>>& runners,
+                         const std::vector<std::pair<int64_t, int64_t>>& parts, Pass pass, Mode mode,
+                         const std::string& run_recipe, bench::Row& row) {
+    try {
+      int64_t step = 1;
+      auto each_expert = [&](const std::function<void(LayerRunner&, cudaStream_t)>& f) {
+        return [&, f](cudaStream_t st, int) {
+          for (size_t p = 0; p < runners.size(); ++p)
+            for (int64_t e = 0; e < parts[p].second; ++e) f(*runners[p], st);
+        };
+      };
+      if (bench::is_autocast(mode)) {
+        double qbytes = 0, wbytes = 0;
+        for (size_t p = 0; p < runners.size(); ++p) {
+          qbytes += runners[p]->quant_bytes(pass, mode) * static_cast<double>(parts[p].second);
+          wbytes += runners[p]->weight_quant_bytes(pass, mode) * static_cast<double>(parts[p].second);
+        }
+        if (qbytes > 0)
+          row.quant_ms = time_on_gpu(each_expert([&](LayerRunner& r, cudaStream_t st) { r.quantize(pass, mode, step++, st); }),
+                                     topt, stream).median_ms;
+        row.quant_bytes = qbytes;
+        row.weight_quant_bytes = wbytes;
+        if (wbytes > 0)
+          row.weight_quant_ms = std::min(
+              time_on_gpu(each_expert([&](LayerRunner& r, cudaStream_t st) { r.quantize_weight(step++, st); }), topt,
+                          stream).median_ms,
+              row.quant_ms);
+        bench::amortise_weight_quant(row, options.grad_accum);
+      }
+      cuda::ExecutionPath path = cuda::ExecutionPath::native;
+      const auto g = time_on_gpu(each_expert([&](LayerRunner& r, cudaStream_t st) { path = r.gemm(pass, st); }), topt,
+                                 stream);
+      row.gemm = {g.median_ms, g.p10_ms, g.p90_ms, g.min_ms, g.max_ms, g.runs};
+      row.path = std::string(cuda::to_string(path));
+      bench::finish_row(row, peak_for(run_recipe, gpu_name));
+    } catch (const std::exception& e) {
+      row.error = e.what();
+      cudaGetLastError();
+    }
+  }
+
   // The layer's passes back to back as one sequence; a failure becomes a note.
   void time_sequence(const LayerRecipe& lr, Mode mode, LayerRunner& runner) {
     const auto& s = lr.layer.shape;
@@ -403,6 +502,12 @@ bench::BenchResult run_bench(const workload::Workload& workload, const EngineOpt
   const double total_steps = static_cast<double>(layers.size() * options.recipes.size());
   double done = 0;
   for (const auto& layer : layers) {
+    if (!layer.group_tokens.empty()) {
+      sweep.time_grouped(layer);
+      done += static_cast<double>(options.recipes.size());
+      if (options.progress) options.progress(done / total_steps, layer.name + " grouped");
+      continue;
+    }
     LayerSourceBuffers src;
     try {
       src = allocate_sources(layer.shape, layer.name, stream.get());

@@ -45,6 +45,8 @@ double best_compute_seconds(double m, double k, double n, const Execution& exec,
 }
 }  // namespace
 
+double kernel_launch_ms() { return kLaunchMs; }
+
 double gemm_ms(const Shape& s, const Execution& exec, const GpuSpec& gpu, double efficiency) {
   const double m = double(s.m), k = double(s.k), n = double(s.n);
   const double compute_ms = best_compute_seconds(m, k, n, exec, gpu) / efficiency * 1e3;

@@ -12,6 +12,32 @@
 
 namespace nibble::predict {
 
+int quant_launches(std::string_view recipe, const std::string& pass, bench::Mode mode) {
+  if (recipe == "bf16" || mode == bench::Mode::pre_quantized) return 0;
+  if (mode == bench::Mode::per_gemm) return 2;  // both operands of every GEMM
+  return pass == "fprop" ? 2 : pass == "dgrad" ? 1 : 0;  // step: X and W; dY; wgrad reuses them
+}
+
+MoeGroupTime grouped_moe_time(const workload::Gemm& g, const std::string& recipe, bench::Mode mode,
+                              const Execution& exec, const GpuSpec& gpu, double efficiency, bool quantized) {
+  MoeGroupTime t;
+  int launches = 0;
+  for (int64_t tokens : g.group_tokens) {
+    if (tokens <= 0) continue;  // an expert without tokens runs nothing
+    // The token dimension is M in fprop and dgrad, K in wgrad (docs/spec.md §5).
+    const Shape s = g.pass == "wgrad" ? Shape{g.m, tokens, g.n, 1} : Shape{tokens, g.k, g.n, 1};
+    t.gemm_ms += gemm_ms(s, exec, gpu, efficiency);
+    ++launches;
+    if (quantized) {
+      t.quant_bytes += quant_bytes(recipe, g.pass, mode, s, gpu);
+      t.weight_quant_bytes += weight_quant_bytes(recipe, g.pass, mode, s, gpu);
+    }
+  }
+  // Issued back to back with no host work between them, the GEMMs overlap their launch costs: one is paid.
+  if (launches > 1) t.gemm_ms -= (launches - 1) * kernel_launch_ms();
+  return t;
+}
+
 bench::BenchResult predict_bench(const workload::Workload& w, const std::vector<std::string>& recipes,
                                  const std::vector<bench::Mode>& modes, const std::string& gpu_name,
                                  const PredictOptions& options) {
@@ -109,14 +135,31 @@ bench::BenchResult predict_bench(const workload::Workload& w, const std::vector<
           out.rows.push_back(std::move(row));
           continue;
         }
-        const Shape shape{g.m, g.k, g.n, 1};
-        const double ms = gemm_ms(shape, exec, gpu, efficiency_of(calibration, exec.family));
-        row.gemm = {ms, ms, ms, ms, ms, 0};
         const double quant_bandwidth = out.copy_bandwidth_gbs * 1e9 * calibration.quant_fraction(recipe);  // bytes/s
-        row.quant_bytes = quantized ? quant_bytes(recipe, g.pass, mode, shape, gpu) : 0;
-        row.quant_ms = row.quant_bytes / quant_bandwidth * 1e3;
-        row.weight_quant_bytes = quantized ? weight_quant_bytes(recipe, g.pass, mode, shape, gpu) : 0;
-        row.weight_quant_ms = row.weight_quant_bytes / quant_bandwidth * 1e3;
+        const double eff = efficiency_of(calibration, exec.family);
+        if (g.group_tokens.empty()) {
+          const Shape shape{g.m, g.k, g.n, 1};
+          const double ms = gemm_ms(shape, exec, gpu, eff);
+          row.gemm = {ms, ms, ms, ms, ms, 0};
+          row.quant_bytes = quantized ? quant_bytes(recipe, g.pass, mode, shape, gpu) : 0;
+          row.weight_quant_bytes = quantized ? weight_quant_bytes(recipe, g.pass, mode, shape, gpu) : 0;
+          row.quant_ms = row.quant_bytes / quant_bandwidth * 1e3;
+          row.weight_quant_ms = row.weight_quant_bytes / quant_bandwidth * 1e3;
+          // A routed expert launched on its own pays its quantizers' launches, which a grouped launch shares.
+          if (g.role == "expert" && row.quant_bytes > 0) {
+            row.quant_ms += quant_launches(recipe, g.pass, mode) * kernel_launch_ms();
+            if (row.weight_quant_bytes > 0) row.weight_quant_ms += kernel_launch_ms();
+          }
+        } else {
+          const MoeGroupTime t = grouped_moe_time(g, recipe, mode, exec, gpu, eff, quantized);
+          row.gemm = {t.gemm_ms, t.gemm_ms, t.gemm_ms, t.gemm_ms, t.gemm_ms, 0};
+          row.quant_bytes = t.quant_bytes;
+          row.weight_quant_bytes = t.weight_quant_bytes;
+          row.quant_ms = row.quant_bytes / quant_bandwidth * 1e3;
+          row.weight_quant_ms = row.weight_quant_bytes / quant_bandwidth * 1e3;
+          if (row.quant_bytes > 0) row.quant_ms += quant_launches(recipe, g.pass, mode) * kernel_launch_ms();
+          if (row.weight_quant_bytes > 0) row.weight_quant_ms += kernel_launch_ms();
+        }
         bench::amortise_weight_quant(row, out.grad_accum);
         row.path = std::string(bench::path::predicted);
         row.predicted_path = exec.path;

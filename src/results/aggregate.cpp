@@ -254,6 +254,30 @@ std::vector<Asymmetry> fprop_dgrad_asymmetry(const BenchResult& result) {
   return out;
 }
 
+double moe_expert_ms(const BenchResult& result, const std::string& recipe, Mode mode) {
+  double sum = 0;
+  bool any = false;
+  for (const Row& r : result.rows) {
+    if (r.moe_path.empty() || r.recipe != recipe || r.mode != mode) continue;
+    if (!r.ok()) return kNaN;
+    sum += r.total_ms * static_cast<double>(r.count);
+    any = true;
+  }
+  return any ? sum : kNaN;
+}
+
+std::vector<MoeComparison> compare_moe_paths(const BenchResult& grouped, const BenchResult& per_expert) {
+  std::vector<MoeComparison> out;
+  for (Mode mode : modes_in(grouped))
+    for (const std::string& recipe : recipes_in(grouped)) {
+      MoeComparison c{recipe, mode, moe_expert_ms(grouped, recipe, mode), moe_expert_ms(per_expert, recipe, mode), kNaN};
+      if (std::isnan(c.grouped_ms) && std::isnan(c.per_expert_ms)) continue;
+      c.ratio = ratio(c.grouped_ms, c.per_expert_ms);
+      out.push_back(c);
+    }
+  return out;
+}
+
 double training_speedup(double sp_fw, double sp_bw) {
   if (!(sp_fw > 0) || !(sp_bw > 0)) return kNaN;
   return 1.0 / (1.0 / (3.0 * sp_fw) + 2.0 / (3.0 * sp_bw));

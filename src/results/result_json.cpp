@@ -63,6 +63,8 @@ json row_json(const Row& r) {
     }
   }
   if (!r.predicted_path.empty()) j["predicted_path"] = r.predicted_path;
+  if (!r.moe_path.empty()) j["moe_path"] = r.moe_path;
+  if (!r.group_tokens.empty()) j["group_tokens"] = r.group_tokens;
   return j;
 }
 
@@ -237,6 +239,22 @@ Row row_from_json(const json& j, const std::string& where) {
   if (r.ok() && !(r.weight_quant_ms >= 0 && r.weight_quant_bytes >= 0))
     throw std::invalid_argument(fmt::format("{}.weight_quant_ms / weight_quant_bytes: must not be negative", where));
   r.bound_ms = get_number_or(j, "bound_ms", where, kNaN);
+  r.moe_path = get_string_or(j, "moe_path", where, "");
+  if (j.contains("group_tokens")) {
+    const json& g = j["group_tokens"];
+    if (!g.is_array()) throw std::invalid_argument(where + ".group_tokens: expected an array of token counts");
+    int64_t sum = 0;
+    for (const json& v : g) {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0)
+        throw std::invalid_argument(where + ".group_tokens: every entry must be a whole number of tokens >= 0");
+      sum += v.get<int64_t>();
+    }
+    const int64_t token_dim = r.pass == "wgrad" ? r.k : r.m;
+    if (sum != token_dim)
+      throw std::invalid_argument(fmt::format("{}.group_tokens: they sum to {}, but the row's token dimension ({}) is "
+                                              "{}", where, sum, r.pass == "wgrad" ? "k" : "m", token_dim));
+    r.group_tokens = g.get<std::vector<int64_t>>();
+  }
   if (r.ok() && !(r.total_ms >= 0 && std::isfinite(r.total_ms)))
     throw std::invalid_argument(fmt::format(
         "{}.total_ms: {} is not a time; a failed row must carry an 'error' string", where,
@@ -379,6 +397,16 @@ json to_json(const BenchResult& result) {
            {{"bf16_first", result.layer_plan.bf16_first},
             {"bf16_last", result.layer_plan.bf16_last},
             {"bf16_lm_head", result.layer_plan.bf16_lm_head}}},
+          {"moe_comparison",
+           [&] {
+             json a = json::array();
+             for (const MoeComparison& c : result.moe_comparison)
+               a.push_back({{"recipe", c.recipe}, {"mode", std::string(to_string(c.mode))},
+                            {"grouped_ms", number_or_null(c.grouped_ms)},
+                            {"per_expert_ms", number_or_null(c.per_expert_ms)},
+                            {"ratio", number_or_null(c.ratio)}});
+             return a;
+           }()},
           {"prediction_interval",
            result.interval.present()
                ? json{{"low", result.interval.low}, {"high", result.interval.high}, {"method", result.interval.method}}
@@ -508,6 +536,25 @@ BenchResult result_from_json(const json& j) {
     if (!r.interval.present())
       throw std::invalid_argument(fmt::format("prediction_interval: low {} and high {} must satisfy 0 < low <= high",
                                               r.interval.low, r.interval.high));
+  }
+  if (j.contains("moe_comparison") && !j["moe_comparison"].is_null()) {
+    const json& a = j["moe_comparison"];
+    if (!a.is_array()) throw std::invalid_argument("result.moe_comparison: expected an array");
+    for (size_t i = 0; i < a.size(); ++i) {
+      const std::string w = fmt::format("moe_comparison[{}]", i);
+      if (!a[i].is_object()) throw std::invalid_argument(w + ": expected an object");
+      MoeComparison c;
+      c.recipe = get_string(a[i], "recipe", w);
+      try {
+        c.mode = mode_from_string(get_string(a[i], "mode", w));
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(fmt::format("{}.{}", w, e.what()));
+      }
+      c.grouped_ms = get_number_or(a[i], "grouped_ms", w, kNaN);
+      c.per_expert_ms = get_number_or(a[i], "per_expert_ms", w, kNaN);
+      c.ratio = get_number_or(a[i], "ratio", w, kNaN);
+      r.moe_comparison.push_back(c);
+    }
   }
   if (j.contains("notes") && j["notes"].is_array())
     for (const json& n : j["notes"])

@@ -127,6 +127,11 @@ Row row_from_gemm(const workload::Gemm& gemm, std::string recipe, Mode mode) {
   r.count = gemm.count;
   r.flops = 2.0 * static_cast<double>(gemm.m) * static_cast<double>(gemm.k) * static_cast<double>(gemm.n);
   r.per_model = gemm.per_model;
+  r.group_tokens = gemm.group_tokens;
+  // Routed experts: the path the workload asked for (the engine replaces it with what it ran).
+  if (gemm.role == "expert")
+    r.moe_path = gemm.group_tokens.empty() ? std::string(moe_path::per_expert)
+                                           : moe_path::grouped(moe_path::one_quantize_launch);
   r.recipe = std::move(recipe);
   r.mode = mode;
   return r;

@@ -3,6 +3,7 @@
 // {I, T, O}; everything else here is deciding I, O, T and count for each layer of the block.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <sstream>
 #include <stdexcept>
 
@@ -34,13 +35,15 @@ struct Linear {
   std::string role;
   int64_t tokens, in, out, count;
   bool per_model = false;
+  std::vector<int64_t> group_tokens = {};
 };
 
 void append_passes(std::vector<Gemm>& gemms, const Linear& l) {
   const Gemm fprop{l.layer, "fprop", l.tokens, l.in, l.out, l.count, l.role, l.per_model};
   const Gemm dgrad{l.layer, "dgrad", l.tokens, l.out, l.in, l.count, l.role, l.per_model};
   const Gemm wgrad{l.layer, "wgrad", l.in, l.tokens, l.out, l.count, l.role, l.per_model};
-  for (const Gemm& g : {fprop, dgrad, wgrad}) {
+  for (Gemm g : {fprop, dgrad, wgrad}) {
+    g.group_tokens = l.group_tokens;
     (void)g.flops_exact();  // reject overflowing shapes here, once, rather than wrap later
     gemms.push_back(g);
   }
@@ -94,6 +97,10 @@ Workload derive_workload(const ModelConfig& model, const WorkloadOptions& option
       checked_add(q_width, checked_mul(2, checked_mul(kv, hd, "kv_heads x head_dim"), "2 x kv width"), "qkv width");
   const int64_t up_mult = model.gated ? 2 : 1;  // fused gate+up for SwiGLU/GeGLU
 
+  if (!model.is_moe() && options.token_imbalance != 1)
+    throw std::invalid_argument(fmt::format(
+        "--token-imbalance {}: the model has no routed experts (a dense model); drop the option or give --experts",
+        options.token_imbalance));
   std::vector<Linear> linears;
   // Column-parallel QKV and MLP up split O; row-parallel attention output and MLP down split I.
   linears.push_back({"qkv", "dense", T, H, qkv_out / tp, 1});
@@ -107,17 +114,33 @@ Workload derive_workload(const ModelConfig& model, const WorkloadOptions& option
   }
   linears.push_back({"attn_out", "dense", T, q_width / tp, H, 1});
   if (model.is_moe()) {
-    const int64_t routed = checked_mul(T, model.top_k, "tokens x top_k");
-    const int64_t per_expert = ceil_div(routed, model.experts);
+    const ExpertTokens d = distribute_expert_tokens(T, model.top_k, model.experts, options.token_imbalance);
+    w.expert_tokens = d;
+    w.moe_path = options.moe_path;
     const int64_t eff = model.effective_moe_ffn();
-    linears.push_back({"mlp_up", "expert", per_expert, H, up_mult * eff / tp, model.experts});
-    linears.push_back({"mlp_down", "expert", per_expert, eff / tp, H, model.experts});
-    std::string note = fmt::format(
-        "MoE: each of the {} experts runs grouped GEMMs on the average T*top_k/experts = {}*{}/{} = {} tokens", model.experts,
-        T, model.top_k, model.experts, per_expert);
-    if (routed % model.experts != 0)
-      note += fmt::format(" (rounded up from {:.2f})", static_cast<double>(routed) / static_cast<double>(model.experts));
-    w.notes.push_back(note + "; routing imbalance is not modelled");
+    if (options.moe_path == MoePath::grouped) {
+      const int64_t total = d.padded_total();
+      linears.push_back({"mlp_up", "expert", total, H, up_mult * eff / tp, 1, false, d.padded});
+      linears.push_back({"mlp_down", "expert", total, eff / tp, H, 1, false, d.padded});
+    } else {
+      // One entry per distinct (padded) token count, largest first; experts that receive no token run nothing.
+      std::vector<int64_t> counts = d.padded;
+      std::sort(counts.rbegin(), counts.rend());
+      for (size_t i = 0; i < counts.size();) {
+        size_t j = i;
+        while (j < counts.size() && counts[j] == counts[i]) ++j;
+        if (counts[i] > 0) {
+          const auto n = static_cast<int64_t>(j - i);
+          linears.push_back({"mlp_up", "expert", counts[i], H, up_mult * eff / tp, n});
+          linears.push_back({"mlp_down", "expert", counts[i], eff / tp, H, n});
+        }
+        i = j;
+      }
+    }
+    w.notes.push_back(fmt::format("MoE routed tokens, {}; {}", describe(d),
+                                  options.moe_path == MoePath::grouped
+                                      ? "grouped: each expert layer is one grouped unit over all experts"
+                                      : "per-expert: one GEMM per expert, launched one after another"));
     w.notes.push_back("MoE: every layer is taken as an MoE layer; the router GEMM (hidden x experts) is not listed");
     if (model.shared_experts > 0) {
       const int64_t sf = model.effective_shared_ffn();
@@ -163,10 +186,12 @@ std::string tflop(int64_t flops) { return fmt::format("{:.2f}", static_cast<doub
 
 nlohmann::json to_json(const Workload& w) {
   nlohmann::json gemms = nlohmann::json::array();
-  for (const Gemm& g : w.gemms)
+  for (const Gemm& g : w.gemms) {
     gemms.push_back({{"layer", g.layer}, {"pass", g.pass}, {"m", g.m}, {"k", g.k}, {"n", g.n},
                      {"count", g.count}, {"flops", g.flops_exact()}, {"role", g.role},
                      {"per_model", g.per_model}, {"block_linear", is_block_linear(g.layer)}});
+    if (!g.group_tokens.empty()) gemms.back()["group_tokens"] = g.group_tokens;
+  }
   const FlopTotals layer = w.layer_totals();
   FlopTotals per_model_only;
   for (const Gemm& g : w.gemms) {
@@ -174,7 +199,7 @@ nlohmann::json to_json(const Workload& w) {
     int64_t& slot = g.pass == "fprop" ? per_model_only.fprop : (g.pass == "dgrad" ? per_model_only.dgrad : per_model_only.wgrad);
     slot += g.flops_exact();  // bounded by model_totals(), which derive_workload checked
   }
-  return {{"tokens", w.tokens},
+  nlohmann::json out = {{"tokens", w.tokens},
           {"layers", w.layers},
           {"model", to_json(resolved(w.model))},
           {"gemms", gemms},
@@ -182,6 +207,11 @@ nlohmann::json to_json(const Workload& w) {
                       {"once_per_model", totals_json(per_model_only)},
                       {"per_model", totals_json(w.model_totals())}}},
           {"notes", w.notes}};
+  if (w.is_moe()) {
+    out["moe"] = to_json(w.expert_tokens);
+    out["moe"]["path"] = to_string(w.moe_path);
+  }
+  return out;
 }
 
 std::string to_csv(const Workload& w) {

@@ -40,6 +40,10 @@ void add_model_options(CLI::App& app, ModelCliOptions& o) {
 void add_workload_options(CLI::App& app, WorkloadOptions& o) {
   app.add_flag("--lm-head", o.lm_head, "add the LM head GEMMs (once per model)");
   app.add_flag("--attention", o.attention, "add the BF16 attention score/value batched GEMMs");
+  app.add_option("--token-imbalance", o.token_imbalance,
+                 "MoE: max / mean tokens per expert, >= 1 (1: even). In whole 128-token units, one hot expert gets "
+                 "about R x mean tokens, the others share the rest evenly (docs/workload.md)")
+      ->capture_default_str();
 }
 
 ModelConfig resolve_model(const ModelCliOptions& o) {

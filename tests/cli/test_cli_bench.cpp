@@ -3,6 +3,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <tuple>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.hpp"
@@ -65,6 +68,122 @@ TEST(CliBench, JsonRecordsTheWholeCommandLine) {
   ASSERT_EQ(p.exit_code, 0) << p.err;
   EXPECT_EQ(load(box.path("p.json")).at("command_line"),
             "nibble predict --gpu 'H100 SXM' --recipes bf16 --json " + box.path("p.json"));
+}
+
+}  // namespace
+
+namespace {
+
+const std::string kMixtral = "bench --gpu 'H100 SXM' --quiet --hf-config tests/workload/fixtures/mixtral-8x7b.config.json "
+                             "--mbs 1 --seq 4096 --recipes bf16,fp8-delayed ";
+
+// --token-imbalance and --moe: bad values refused naming the option, before any file is written; --moe both
+// records the comparison and the distribution in the JSON.
+TEST(CliBench, MoeOptionsAreCheckedAndRecorded) {
+  CliSandbox box;
+  for (const char* bad : {"0.5", "4.5", "abc"}) {
+    const auto r = box.run(kMixtral + "--token-imbalance " + bad + " --json " + box.path("b.json"));
+    EXPECT_NE(r.exit_code, 0) << bad;
+    EXPECT_NE(r.err.find("--token-imbalance"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(box.path("b.json"))) << bad;
+  }
+  const auto bad_path = box.run(kMixtral + "--moe fused --json " + box.path("b.json"));
+  EXPECT_NE(bad_path.exit_code, 0);
+  EXPECT_NE(bad_path.err.find("--moe"), std::string::npos) << bad_path.err;
+  const auto dense = box.run("bench --gpu 'H200 SXM' --quiet --recipes bf16 --moe both");
+  EXPECT_NE(dense.exit_code, 0);
+  EXPECT_NE(dense.err.find("--moe both"), std::string::npos) << dense.err;
+
+  const auto r = box.run(kMixtral + "--token-imbalance 2 --moe both --json " + box.path("m.json") + " --csv " +
+                         box.path("m.csv"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("experts: 2048, 896 x6, 768; max/mean 2.00"), std::string::npos) << r.out;
+  const auto j = load(box.path("m.json"));
+  EXPECT_EQ(j.at("model").at("moe").at("path"), "grouped");
+  EXPECT_EQ(j.at("model").at("moe").at("max_tokens"), 2048);
+  EXPECT_EQ(j.at("model").at("moe").at("tokens"), nlohmann::json({2048, 896, 896, 896, 896, 896, 896, 768}));
+  EXPECT_NE(j.at("model").at("moe").at("distribution").get<std::string>().find("max/mean 2.00"), std::string::npos);
+  ASSERT_EQ(j.at("moe_comparison").size(), 4u);  // 2 recipes x (pre-quantized, step)
+  for (const auto& c : j.at("moe_comparison")) {
+    EXPECT_LT(c.at("ratio").get<double>(), 1.0);
+    EXPECT_NEAR(c.at("ratio").get<double>(), c.at("grouped_ms").get<double>() / c.at("per_expert_ms").get<double>(),
+                1e-12);
+  }
+  int expert_rows = 0;
+  for (const auto& g : j.at("gemms"))
+    if (g.contains("moe_path")) {
+      ++expert_rows;
+      EXPECT_EQ(g.at("moe_path").get<std::string>().rfind("grouped: ", 0), 0u) << g.dump();
+      EXPECT_EQ(g.at("group_tokens").size(), 8u);
+    }
+  EXPECT_EQ(expert_rows, 2 * 3 * 2 * 2);  // mlp_up, mlp_down x 3 passes x 2 recipes x 2 modes
+  std::ifstream csv(box.path("m.csv"));
+  std::string header;
+  std::getline(csv, header);
+  EXPECT_NE(header.find(",moe_path,group_tokens"), std::string::npos);
+
+  const auto per = box.run(kMixtral + "--moe per-expert --json " + box.path("p.json"));
+  ASSERT_EQ(per.exit_code, 0) << per.err;
+  int per_expert_rows = 0;
+  const auto pj = load(box.path("p.json"));
+  for (const auto& g : pj.at("gemms")) {
+    if (!g.contains("moe_path")) continue;
+    ++per_expert_rows;
+    EXPECT_EQ(g.at("moe_path"), "per-expert launches");
+    EXPECT_EQ(g.at("count"), 8);
+  }
+  EXPECT_EQ(per_expert_rows, 2 * 3 * 2 * 2);
+}
+
+// --moe both runs two workloads but says once what it does instead of measuring.
+TEST(CliBench, MoeBothAnnouncesOnce) {
+  CliSandbox box;
+  const auto r = box.run(kMixtral + "--moe both --repeat 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string what = "--repeat 2 ignored";
+  const size_t first = r.err.find(what);
+  ASSERT_NE(first, std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(what, first + 1), std::string::npos) << r.err;
+}
+
+// `nibble predict --moe` runs the routed experts the way `nibble bench --moe` does (grouped by default), and
+// --against says when the measured file ran them another way or spread the tokens otherwise.
+TEST(CliPredict, MoePathMatchesBench) {
+  CliSandbox box;
+  const std::string model = "--hf-config tests/workload/fixtures/mixtral-8x7b.config.json --mbs 1 --seq 4096 ";
+  const auto bench = box.run(kMixtral + "--token-imbalance 2 --moe per-expert --json " + box.path("b.json"));
+  ASSERT_EQ(bench.exit_code, 0) << bench.err;
+  const auto g = box.run("predict --gpu 'H100 SXM' --recipes bf16,fp8-delayed " + model +
+                         "--token-imbalance 2 --json " + box.path("g.json") + " --against " + box.path("b.json"));
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  EXPECT_EQ(load(box.path("g.json")).at("model").at("moe").at("path"), "grouped");
+  EXPECT_NE(g.err.find("pass --moe per-expert to compare like with like"), std::string::npos) << g.err;
+  EXPECT_NE(g.out.find("experts: 2048, 896 x6, 768; max/mean 2.00"), std::string::npos) << g.out;
+  const auto p = box.run("predict --gpu 'H100 SXM' --recipes bf16,fp8-delayed " + model +
+                         "--token-imbalance 2 --moe per-expert --json " + box.path("p.json") + " --against " +
+                         box.path("b.json"));
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  const auto pj = load(box.path("p.json")), bj = load(box.path("b.json"));
+  EXPECT_EQ(pj.at("model").at("moe").at("path"), "per-expert");
+  EXPECT_EQ(p.err.find("compare like with like"), std::string::npos) << p.err;
+  EXPECT_EQ(p.err.find("spread its routed tokens differently"), std::string::npos) << p.err;
+  // Like with like: the same expert rows as the bench's (count, shapes), so the totals agree.
+  auto expert_rows = [](const nlohmann::json& j) {
+    std::vector<std::tuple<std::string, std::string, int64_t, int64_t>> rows;
+    for (const auto& r : j.at("gemms"))
+      if (r.contains("moe_path") && r.at("recipe") == "bf16" && r.at("mode") == "pre-quantized")
+        rows.emplace_back(r.at("layer"), r.at("pass"), r.at("m").get<int64_t>(), r.at("count").get<int64_t>());
+    return rows;
+  };
+  EXPECT_EQ(expert_rows(pj), expert_rows(bj));
+  EXPECT_FALSE(expert_rows(pj).empty());
+  const auto even = box.run("predict --gpu 'H100 SXM' --recipes bf16 " + model + "--moe per-expert --against " +
+                            box.path("b.json"));
+  ASSERT_EQ(even.exit_code, 0) << even.err;
+  EXPECT_NE(even.err.find("spread its routed tokens differently"), std::string::npos) << even.err;
+  const auto bad = box.run("predict --gpu 'H100 SXM' " + model + "--moe both");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--moe"), std::string::npos) << bad.err;
 }
 
 }  // namespace

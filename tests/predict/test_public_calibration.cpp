@@ -82,7 +82,7 @@ TEST(PublicCalibration, IntervalWidensWithAScatteredPointAndNeedsAHopperAnchor) 
   d.points[blackwell[rng() % blackwell.size()]].model_tflops *= 0.25;
   const PublicFit wide = fit_public(d, gpus, h100_fp8());
   EXPECT_GT(wide.high, base.high);
-  EXPECT_GT(wide.high, 4 * base.low);
+  EXPECT_GE(wide.high, 4 * base.low * (1 - 1e-12));  // equal when the quartered point set base.low
   PublicData no_hopper = load_public_data();
   std::erase_if(no_hopper.points, [&](const PublicPoint& p) { return p.database_gpu == "H100 SXM"; });
   EXPECT_THROW(fit_public(no_hopper, gpus, h100_fp8()), std::invalid_argument);

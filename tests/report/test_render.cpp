@@ -202,7 +202,7 @@ TEST(Csv, HeaderIsTheSchemaAndOneLinePerRow) {
             "gpu,predicted,layer,pass,m,k,n,count,per_model,flops,recipe,mode,gemm_ms,gemm_p10_ms,"
             "gemm_p90_ms,gemm_min_ms,gemm_max_ms,n_runs,quant_ms,total_ms,tflops,pct_of_peak,path,"
             "predicted_path,quant_bytes,bound_ms,error,weight_quant_ms,weight_quant_bytes,grad_accum,"
-            "recipe_tokens_per_s,recipe_tokens_per_s_low,recipe_tokens_per_s_high");
+            "recipe_tokens_per_s,recipe_tokens_per_s_low,recipe_tokens_per_s_high,moe_path,group_tokens");
   size_t lines = 0;
   while (std::getline(in, line)) ++lines;
   EXPECT_EQ(lines, r.rows.size());

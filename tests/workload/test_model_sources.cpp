@@ -145,7 +145,17 @@ TEST(HfConfig, Qwen2MoeHasASharedExpert) {
   EXPECT_EQ(m.moe_ffn, 1408);
   EXPECT_EQ(m.shared_experts, 1);
   const Workload w = derive_workload(m);
-  expect_linear(w, "mlp_up", (4096 * 4 + 59) / 60, 2048, 2 * 1408, 60, "expert");
+  // 16384 routed tokens = 128 units of 128 over 60 experts: 8 experts 384, 52 experts 256 (whole units, the
+  // total exact).
+  expect_linear(w, "mlp_up", 384, 2048, 2 * 1408, 8, "expert");
+  int64_t experts = 0;
+  for (const Gemm& g : w.gemms)
+    if (g.layer == "mlp_up" && g.pass == "fprop" && g.role == "expert") {
+      experts += g.count;
+      EXPECT_TRUE(g.m == 384 || g.m == 256) << g.m;
+    }
+  EXPECT_EQ(experts, 60);
+  EXPECT_EQ(w.expert_tokens.routed, 4096 * 4);
   expect_linear(w, "mlp_down", 4096, 5632, 2048, 1, "shared_expert");
 }
 

@@ -130,6 +130,11 @@ const RecipeSummary* find_summary(const std::vector<RecipeSummary>& summaries,
 std::vector<std::string> recipes_in(const BenchResult& result);
 std::vector<Mode> modes_in(const BenchResult& result);
 
+// The routed experts' time of one block per (recipe, mode) in `grouped` and `per_expert` (two results of one
+// model and recipes, measured or predicted the same way), as MoeComparison; pairs that failed stay NaN.
+double moe_expert_ms(const BenchResult& result, const std::string& recipe, Mode mode);  // NaN on a failed row
+std::vector<MoeComparison> compare_moe_paths(const BenchResult& grouped, const BenchResult& per_expert);
+
 // docs/spec.md §7: training speedup from forward and backward speedups,
 // sp_tr = 1 / (1/(3 sp_fw) + 2/(3 sp_bw)).
 double training_speedup(double forward_speedup, double backward_speedup);

@@ -111,8 +111,38 @@ struct Row {
   // Floor of an autocast measurement: pre-quantized GEMM time + quant_bytes / copy bandwidth.
   double bound_ms = kNaN;
   std::string error;           // empty when the row succeeded
+  // MoE routed-expert rows only (empty otherwise): how the experts ran, "grouped: <quantization>, <GEMMs>" or
+  // "per-expert launches" (the moe_path namespace below), and for a grouped row the experts' token counts
+  // (padded), whose sum is the row's token dimension.
+  std::string moe_path;
+  std::vector<int64_t> group_tokens;
 
   bool ok() const { return error.empty(); }
+};
+
+// The MoE execution paths a row's moe_path names. The grouped path's text says what ran as one unit.
+namespace moe_path {
+inline constexpr std::string_view per_expert = "per-expert launches";
+// CUDA 13.0's cuBLASLt has no grouped GEMM for the block-scaled and per-tensor-scaled FP8/FP4 modes
+// (cublasGemmGroupedBatchedEx takes no scales; cuBLASLt batches need one shape): the experts' GEMMs are
+// issued back to back on one stream, no host synchronisation between them.
+inline constexpr std::string_view grouped_gemms = "per-expert GEMMs in one stream sequence";
+inline constexpr std::string_view grouped_prefix = "grouped: ";
+inline constexpr std::string_view one_quantize_launch = "one quantize launch per operand";
+// "grouped: <quantization>, per-expert GEMMs in one stream sequence".
+inline std::string grouped(std::string_view quantization) {
+  return std::string(grouped_prefix) + std::string(quantization) + ", " + std::string(grouped_gemms);
+}
+}  // namespace moe_path
+
+// `nibble bench --moe both`: the routed experts' time of one block under each MoE path, per (recipe, mode):
+// the sums of total_ms x count over the rows with a moe_path. ratio = grouped_ms / per_expert_ms.
+struct MoeComparison {
+  std::string recipe;
+  Mode mode = Mode::pre_quantized;
+  double grouped_ms = kNaN;
+  double per_expert_ms = kNaN;
+  double ratio = kNaN;
 };
 
 // One linear layer's passes timed back to back as one unit, the way a training step runs them: per
@@ -206,6 +236,7 @@ struct BenchResult {
   int grad_accum = 1;
   LayerPlan layer_plan;              // blocks kept in BF16 (aggregation's model totals honour it)
   PredictionInterval interval;       // predictions for GPUs without a measured calibration
+  std::vector<MoeComparison> moe_comparison;  // `--moe both` only
 };
 
 // Layers that occur once per model rather than once per transformer block; used when a file has

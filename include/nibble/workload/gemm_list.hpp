@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "nibble/workload/expert_tokens.hpp"
 #include "nibble/workload/model_config.hpp"
 
 namespace nibble::workload {
@@ -19,6 +20,9 @@ struct Gemm {
   int64_t count = 1;   // GEMMs of this shape per layer (experts, batch*heads for attention)
   std::string role;    // dense | expert | shared_expert | lm_head | attention: which part of the block
   bool per_model = false;  // true: runs once per model step (lm_head), not once per layer
+  // A grouped MoE GEMM (MoePath::grouped): the experts' token counts (padded), one GEMM per expert issued as
+  // one unit; the token dimension (m in fprop/dgrad, k in wgrad) is their sum and count is 1. Empty otherwise.
+  std::vector<int64_t> group_tokens = {};
   // 2*m*k*n*count; exact (derive_workload rejects shapes whose product overflows int64).
   int64_t flops_exact() const;
   double flops() const { return static_cast<double>(flops_exact()); }
@@ -31,6 +35,10 @@ bool is_block_linear(std::string_view layer);
 struct WorkloadOptions {
   bool lm_head = false;    // add the LM head (once per model, O = vocab / tp)
   bool attention = false;  // add the BF16 attention score/value batched GEMMs
+  double token_imbalance = 1;            // MoE: max / mean tokens per expert (expert_tokens.hpp)
+  // MoE: one entry per expert token count (the GEMM list of docs/spec.md §5, `nibble shapes`), or grouped
+  // entries (`nibble bench`'s default).
+  MoePath moe_path = MoePath::per_expert;
 };
 
 struct FlopTotals {
@@ -44,6 +52,9 @@ struct Workload {
   int64_t layers = 0;
   std::vector<Gemm> gemms;     // one layer's GEMMs, then the per-model ones (lm_head)
   std::vector<std::string> notes;  // what the derivation does not model, rounding it did
+  MoePath moe_path = MoePath::per_expert;  // MoE models only
+  ExpertTokens expert_tokens;      // MoE models only (tokens empty for a dense model)
+  bool is_moe() const { return !expert_tokens.tokens.empty(); }
 
   FlopTotals layer_totals() const;  // GEMMs with per_model == false, one layer
   FlopTotals model_totals() const;  // layers x layer_totals + per-model GEMMs
@@ -54,7 +65,7 @@ struct Workload {
 Workload derive_workload(const ModelConfig& model, const WorkloadOptions& options = {});
 
 // The JSON of `nibble shapes --format json`: tokens, layers, model, gemms[{layer, pass, m, k, n,
-// count, flops, role, per_model}], totals{per_layer{fprop,dgrad,wgrad,total}, per_model{...}}, notes.
+// count, flops, role, per_model, block_linear[, group_tokens]}], moe{path, token distribution} (MoE only), totals{per_layer{fprop,dgrad,wgrad,total}, per_model{...}}, notes.
 nlohmann::json to_json(const Workload& workload);
 std::string to_csv(const Workload& workload);
 std::string to_table(const Workload& workload);
