@@ -8,8 +8,8 @@
 #   tests    ctest -L gpu, and the Python suite (tests/python) on the GPU beside it
 #   bench    nibble bench --repeat 3 on the default model (CodonFM-5B), JSON + CSV + text
 #   kernels  the quantizer benchmarks (fraction of copy bandwidth), JSON + text
-#   models   Mixtral-8x7B with and without --grad-accum 8, Llama-3-8B with --keep-bf16 first:2,last:2,
-#            each measured and predicted for this GPU
+#   models   Mixtral-8x7B (grouped and per-expert experts, --grad-accum 8, --token-imbalance 2), Llama-3-8B
+#            with --keep-bf16 first:2,last:2, each measured and predicted for this GPU
 #   step     the whole-model PyTorch step benchmark (benchmarks/model_step_bench.py, arguments in STEP_ARGS;
 #            torchao comes from wheels in .whl/ when present), JSON
 # PACK=1 packs $OUT into $OUT/gpu-check.tgz (one file to carry back).
@@ -59,8 +59,10 @@ for stage in "${stages[@]}"; do
         echo "$(el) $name rc=$?"
         $nib bench --quiet "$@" --gpu "$gpu" --json "$OUT/$name-predicted.json" >"$OUT/$name-predicted.txt" 2>&1
       }
-      run bench-mixtral-8x7b --hf-config tests/workload/fixtures/mixtral-8x7b.config.json --mbs 1 --seq 4096 --mode step
-      run bench-mixtral-8x7b-ga8 --hf-config tests/workload/fixtures/mixtral-8x7b.config.json --mbs 1 --seq 4096 --mode step --grad-accum 8
+      mix="--hf-config tests/workload/fixtures/mixtral-8x7b.config.json --mbs 1 --seq 4096 --mode step"
+      run bench-mixtral-8x7b $mix --moe both
+      run bench-mixtral-8x7b-ga8 $mix --grad-accum 8
+      run bench-mixtral-8x7b-imbalance2 $mix --token-imbalance 2
       run bench-llama-3-8b-keep-bf16 --model llama-3-8b --mbs 1 --seq 8192 --mode step --keep-bf16 first:2,last:2 ;;
     step)
       export PYTHONPATH=python NIBBLE_BUILD_DIR=build-gpu
