@@ -1,10 +1,11 @@
 // A file with given contents (ScratchFile) or a fresh folder (TempDir) under the system temporary
 // folder, removed when the object goes: for tests that hand a reader a path or check what a writer
-// leaves. The name is unique per process and object (std::random_device, not the replayable test
-// seeds: concurrent runs must not collide).
+// leaves; and a sparse .npy too large to hold (write_sparse_f32_npy). The name is unique per process and
+// object (std::random_device, not the replayable test seeds: concurrent runs must not collide).
 #pragma once
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -62,5 +63,18 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// A float32 .npy of n elements whose data is a hole (a sparse file): valid, present in full, and
+// taking no disk space, so a tensor too large for the machine can be handed to a reader or the CLI.
+inline void write_sparse_f32_npy(const std::filesystem::path& path, uint64_t n) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(n) + ",), }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';  // NumPy pads the preamble to 64 bytes
+  header += '\n';
+  std::string bytes = {'\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<char>(header.size() & 0xFF),
+                       static_cast<char>(header.size() >> 8)};
+  bytes += header;
+  std::ofstream(path, std::ios::binary) << bytes;
+  std::filesystem::resize_file(path, bytes.size() + 4 * n);
+}
 
 }  // namespace nibble::io::testing

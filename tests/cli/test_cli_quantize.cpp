@@ -8,9 +8,9 @@
 #include <random>
 
 #include "cli_runner.hpp"
-#include "io/sparse_npy.hpp"
 #include "nibble/io.hpp"
 #include "nibble/quant.hpp"
+#include "scratch_file.hpp"
 #include "test_seed.hpp"
 
 using namespace nibble;

@@ -11,7 +11,6 @@
 #include "nibble/kernels/scale_layout.hpp"
 #include "nibble/quant/element_codecs.hpp"
 #include "test_quantize_fp8_support.hpp"
-#include "tiled_scales.hpp"
 
 namespace {
 

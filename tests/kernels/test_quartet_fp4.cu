@@ -23,9 +23,7 @@
 #include "nibble/format.hpp"
 #include "nibble/quant/quantizers.hpp"
 #include "nibble/quant/reencode.hpp"
-#include "poisoned_buffer.hpp"
 #include "test_seed.hpp"
-#include "tiled_scales.hpp"
 
 namespace {
 

@@ -22,7 +22,6 @@
 #include "nibble/format.hpp"
 #include "nibble/quant/quantizers.hpp"
 #include "nibble/quant/reencode.hpp"
-#include "poisoned_buffer.hpp"
 #include "test_seed.hpp"
 
 namespace {

@@ -17,9 +17,7 @@
 #include "nibble/kernels/scale_layout.hpp"
 #include "nibble/format.hpp"
 #include "nibble/quant/reencode.hpp"
-#include "poisoned_buffer.hpp"
 #include "test_seed.hpp"
-#include "tiled_scales.hpp"
 
 namespace {
 

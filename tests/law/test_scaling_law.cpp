@@ -1,9 +1,13 @@
-// The law itself: published constants, the formula by hand, what the efficiencies mean, bad input.
+// The law itself: published constants, the formula by hand, what the efficiencies mean, bad input. Then the
+// compute-normalized planner built on it checked by hand, the published FP4:FP4 threshold, and the optimality map.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <random>
 
+#include "nibble/law/planner.hpp"
 #include "nibble/law/scaling_law.hpp"
 #include "test_seed.hpp"
 
@@ -62,6 +66,177 @@ TEST(ScalingLaw, RejectsBadInputNamingTheField) {
   bad = c;
   bad.E = -1;
   EXPECT_THROW(validate(bad), std::invalid_argument);
+}
+
+TEST(Planner, TrainingSpeedupWeighsBackwardTwice) {
+  EXPECT_DOUBLE_EQ(training_speedup(1, 1), 1);
+  EXPECT_DOUBLE_EQ(training_speedup(2, 2), 2);
+  EXPECT_DOUBLE_EQ(training_speedup(2, 1), 1.2);  // 1 / (1/6 + 2/3)
+  EXPECT_DOUBLE_EQ(training_speedup(1, 2), 1.5);  // 1 / (1/3 + 1/3)
+}
+
+TEST(Planner, NoSpeedupAndNoLossMeansEveryoneTies) {
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
+  std::uniform_real_distribution<double> log_n(std::log(1e8), std::log(1e11)), ratio(5, 3000);
+  for (int i = 0; i < 50; ++i) {
+    const double n = std::exp(log_n(rng));
+    const Plan p = plan_precision(published_constants(), {1, 1}, {1, 1, "none"}, n, n * ratio(rng));
+    for (const auto& s : p.schemes) EXPECT_DOUBLE_EQ(s.loss, p.schemes[0].loss) << s.name;
+    EXPECT_DOUBLE_EQ(p.margin, 0);
+  }
+}
+
+TEST(Planner, EachSchemeReachesTheLawAtItsEffectiveBudget) {
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
+  std::uniform_real_distribution<double> sp(0.7, 3.0), eff(0.4, 1.0);
+  const LawConstants law = published_constants();
+  for (int i = 0; i < 50; ++i) {
+    const Speedups s{sp(rng), sp(rng), "random"};
+    const Efficiency e{eff(rng), eff(rng)};
+    const double n = 3e9, d = 6e10;
+    const Plan p = plan_precision(law, e, s, n, d);
+    const double tr_fp4_fwd = training_speedup(s.fwd, 1), tr_fp4_bwd = training_speedup(1, s.bwd),
+                 tr_all = training_speedup(s.fwd, s.bwd);
+    EXPECT_DOUBLE_EQ(p.schemes[0].loss, predict_loss(law, n, d));
+    EXPECT_DOUBLE_EQ(p.schemes[1].loss, predict_loss(law, n * s.fwd, d * tr_fp4_fwd / s.fwd, {e.eff_n, 1}));
+    EXPECT_DOUBLE_EQ(p.schemes[2].loss, predict_loss(law, n, d * tr_fp4_bwd, {1, e.eff_d}));
+    EXPECT_DOUBLE_EQ(p.schemes[3].loss, predict_loss(law, n * s.fwd, d * tr_all / s.fwd, e));
+    for (const auto& o : p.schemes) EXPECT_LE(p.schemes[p.best].loss, o.loss);
+    EXPECT_GE(p.margin, 0);
+    const nlohmann::json j = plan_to_json(p);
+    EXPECT_EQ(j["best"], kSchemeNames[p.best]);
+    for (int k = 0; k < 4; ++k) EXPECT_DOUBLE_EQ(j["schemes"][kSchemeNames[k]]["loss"].get<double>(), p.schemes[k].loss);
+    EXPECT_FALSE(explain_plan(p).empty());
+  }
+}
+
+TEST(Planner, DoublingNBehavesAsTheLawSays) {
+  // With only the parameter term (B negligible, gamma 1, E 0) loss is A / N^alpha: an FP4 forward
+  // that doubles N at full efficiency divides the loss by exactly 2^alpha.
+  const LawConstants law{1.52e5, 0.589, 1e-30, 0.544, 0.0, 1.0, "parameter term only"};
+  const Plan p = plan_precision(law, {1, 1}, {2, 1, "by hand"}, 1e9, 2e10);
+  EXPECT_NEAR(p.schemes[1].loss / p.schemes[0].loss, std::pow(2.0, -0.589), 1e-12);
+  EXPECT_EQ(p.best, 1);
+  // At effN 0.5 the doubling is exactly cancelled (the data term is negligible): a tie.
+  const Plan half = plan_precision(law, {0.5, 1}, {2, 1, "by hand"}, 1e9, 2e10);
+  EXPECT_NEAR(half.schemes[1].loss, half.schemes[0].loss, 1e-12 * half.schemes[0].loss);
+  // Full law: FP4:FP4 with 2x/2x and effN 0.5, effD 1 trains (2N * 0.5, D) = (N, D): a tie with FP8:FP8.
+  const Plan full = plan_precision(published_constants(), {0.5, 1}, {2, 2, "by hand"}, 1e9, 2e10);
+  EXPECT_NEAR(full.schemes[3].loss, full.schemes[0].loss, 1e-12);
+}
+
+TEST(Planner, PublishedFp4Fp4ThresholdIsSmall) {
+  // Published constants, 2x/2x, effN 0.65, effD 0.95: FP4:FP4 trains (1.3 N, 0.95 D), so it wins
+  // once the data term is small enough: D/N above c^(1/beta) N^(alpha/beta - 1) with
+  // c = B (0.95^-beta - 1) / (A (1 - 1.3^-alpha)).
+  const LawConstants L = published_constants();
+  const Efficiency e = published_quartet_efficiency();
+  const Speedups sp{2, 2, "published 2x/2x"};
+  const double c = L.B * (std::pow(0.95, -L.beta) - 1) / (L.A * (1 - std::pow(1.3, -L.alpha)));
+  for (double n : {1e8, 1e9, 1e10, 1e11}) {
+    const Fp4Threshold t = fp4_fp4_threshold(L, e, sp, n);
+    ASSERT_EQ(t.kind, Fp4Threshold::wins_above) << n;
+    EXPECT_NEAR(t.tokens_per_param, std::pow(c, 1 / L.beta) * std::pow(n, L.alpha / L.beta - 1),
+                1e-9 * t.tokens_per_param);
+    // "A small threshold": a few tokens per parameter, far below Chinchilla's 20.
+    EXPECT_GT(t.tokens_per_param, 1.0);
+    EXPECT_LT(t.tokens_per_param, 5.0);
+    auto fp4_wins = [&](double ratio) {
+      const Plan p = plan_precision(L, e, sp, n, n * ratio);
+      return p.schemes[3].loss < p.schemes[0].loss;
+    };
+    EXPECT_FALSE(fp4_wins(t.tokens_per_param / 1.01)) << n;
+    EXPECT_TRUE(fp4_wins(t.tokens_per_param * 1.01)) << n;
+    for (double ratio : {10.0, 20.0, 100.0, 2000.0}) EXPECT_TRUE(fp4_wins(ratio)) << n << " " << ratio;
+  }
+  EXPECT_NEAR(fp4_fp4_threshold(L, e, sp, 1e9).tokens_per_param, 2.75, 0.01);
+}
+
+TEST(Planner, ThresholdKindsAtTheExtremes) {
+  const LawConstants L = published_constants();
+  // No quality loss and a real speedup: FP4 wins everywhere.
+  EXPECT_EQ(fp4_fp4_threshold(L, {1, 1}, {2, 2, ""}, 1e9).kind, Fp4Threshold::always);
+  // FP4 slower than FP8 and lossy: never.
+  EXPECT_EQ(fp4_fp4_threshold(L, {0.65, 0.95}, {0.5, 0.5, ""}, 1e9).kind, Fp4Threshold::never);
+  // Bigger model but fewer effective tokens (forward fast, backward slow): wins only when data is plentiful.
+  EXPECT_EQ(fp4_fp4_threshold(L, {1, 1}, {2, 0.8, ""}, 1e9).kind, Fp4Threshold::wins_above);
+}
+
+TEST(Planner, RejectsBadSpeedups) {
+  for (double bad : {0.0, -2.0, double(NAN)}) {
+    EXPECT_THROW(plan_precision(published_constants(), {1, 1}, {bad, 2, ""}, 1e9, 1e10), std::invalid_argument);
+    EXPECT_THROW(plan_precision(published_constants(), {1, 1}, {2, bad, ""}, 1e9, 1e10), std::invalid_argument);
+  }
+  EXPECT_THROW(plan_precision(published_constants(), {1, 1}, {2, 2, ""}, -1, 1e10), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace nibble::law
+
+// The optimality map: every cell is the planner's answer; the SVG and CSV say what was drawn.
+namespace nibble::law {
+namespace {
+
+size_t count(const std::string& s, const std::string& what) {
+  size_t c = 0;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++c;
+  return c;
+}
+
+TEST(OptimalityMap, CellsAreThePlannersAnswer) {
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
+  std::uniform_real_distribution<double> sp(1.0, 2.5), eff(0.5, 1.0);
+  const Speedups s{sp(rng), sp(rng), "random <test> & co"};
+  const Efficiency e{eff(rng), eff(rng)};
+  MapGridSpec g;
+  g.n_steps = 7;
+  g.ratio_steps = 5;
+  const OptimalityMap m = compute_optimality_map(published_constants(), e, "random", s, g);
+  ASSERT_EQ(m.cells.size(), 35u);
+  EXPECT_DOUBLE_EQ(m.cells.front().n, 1e8);
+  EXPECT_DOUBLE_EQ(m.cells.front().tokens_per_param, 10);
+  EXPECT_NEAR(m.cells.back().n, 1e11, 1e-3);
+  EXPECT_NEAR(m.cells.back().tokens_per_param, 2000, 1e-9);
+  for (const auto& c : m.cells) {
+    const Plan p = plan_precision(published_constants(), e, s, c.n, c.n * c.tokens_per_param);
+    EXPECT_EQ(c.best, p.best);
+    EXPECT_EQ(c.loss[3], p.schemes[3].loss);
+  }
+  const std::string csv = optimality_map_csv(m);
+  EXPECT_EQ(count(csv, "\n"), 36u);
+  EXPECT_EQ(csv.rfind("n,tokens_per_param,d,loss_fp8:fp8,loss_fp4:fp8,loss_fp8:fp4,loss_fp4:fp4,best\n", 0), 0u);
+  const std::string svg = optimality_map_svg(m);
+  EXPECT_EQ(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0), 0u);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  EXPECT_EQ(count(svg, "<title>"), 35u);
+  EXPECT_NE(svg.find("A=1.52e+05"), std::string::npos);
+  EXPECT_NE(svg.find("random &lt;test&gt; &amp; co"), std::string::npos);  // escaped, so the SVG stays valid
+  EXPECT_EQ(svg.find("<test>"), std::string::npos);
+  EXPECT_EQ(svg.find("http://", 60), std::string::npos);  // nothing to fetch
+}
+
+TEST(OptimalityMap, PublishedDefaultsNeverPickFp8Fp8InTheMappedRange) {
+  // With 2x/2x, effN 0.65, effD 0.95 the FP4:FP4 threshold is a few tokens/param: above D/N = 10
+  // some FP4 scheme always beats FP8:FP8.
+  const OptimalityMap m =
+      compute_optimality_map(published_constants(), published_quartet_efficiency(), "published", Speedups{});
+  EXPECT_EQ(m.cells.size(), 31u * 31u);
+  EXPECT_TRUE(std::none_of(m.cells.begin(), m.cells.end(), [](const MapCell& c) { return c.best == 0; }));
+  for (const auto& c : m.cells) EXPECT_LT(c.loss[3], c.loss[0]);
+}
+
+TEST(OptimalityMap, RejectsBadGrids) {
+  const auto law = published_constants();
+  MapGridSpec g;
+  g.n_min = 1e11;
+  g.n_max = 1e8;
+  EXPECT_THROW(compute_optimality_map(law, {1, 1}, "", Speedups{}, g), std::invalid_argument);
+  g = {};
+  g.ratio_min = 0;
+  EXPECT_THROW(compute_optimality_map(law, {1, 1}, "", Speedups{}, g), std::invalid_argument);
+  g = {};
+  g.n_steps = 0;
+  EXPECT_THROW(compute_optimality_map(law, {1, 1}, "", Speedups{}, g), std::invalid_argument);
 }
 
 }  // namespace

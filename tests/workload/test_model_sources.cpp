@@ -8,6 +8,7 @@
 #include <fstream>
 #include <random>
 
+#include "scratch_file.hpp"
 #include "test_seed.hpp"
 #include "workload_test_support.hpp"
 
@@ -181,9 +182,13 @@ TEST(HfConfig, GemmaHeadDimIsKept) {
 TEST(HfConfig, BadFilesAreExplained) {
   ModelConfig base;
   base.seq_len = 1024;
-  std::string msg = error_of([&] { (void)load_hf_config(fixture("not-json.config.json"), base); });
+  const nibble::testing::ScratchFile not_json(".config.json", "{\n  \"hidden_size\": 4096,\n  oops this is not json\n");
+  std::string msg = error_of([&] { (void)load_hf_config(not_json.str(), base); });
   EXPECT_NE(msg.find("not valid JSON"), std::string::npos) << msg;
-  msg = error_of([&] { (void)load_hf_config(fixture("missing-hidden.config.json"), base); });
+  nlohmann::json missing_hidden = nlohmann::json::parse(std::ifstream(fixture("llama-3-8b.config.json")));
+  missing_hidden.erase("hidden_size");
+  const nibble::testing::ScratchFile no_hidden(".config.json", missing_hidden.dump(2));
+  msg = error_of([&] { (void)load_hf_config(no_hidden.str(), base); });
   EXPECT_NE(msg.find("missing field 'hidden_size'"), std::string::npos) << msg;
   msg = error_of([&] { (void)load_hf_config(fixture("does-not-exist.json"), base); });
   EXPECT_NE(msg.find("--hf-config"), std::string::npos) << msg;
