@@ -73,6 +73,16 @@ def packed_manifest(folder=PACKED_DIR, name=PACKED_NAME):
         return json.load(f)
 
 
+def packed_available(folder=PACKED_DIR, name=PACKED_NAME, cache=CACHE_DIR):
+    """Whether the packed corpus can load here: its manifest and, for each split, the .xz stream (not kept in
+    git: tools/make_corpus.sh makes it) or an earlier unpack of it in `cache`."""
+    m = packed_manifest(folder, name)
+    if m is None:
+        return False
+    return all(os.path.exists(os.path.join(folder, i["file"])) or
+               os.path.exists(os.path.join(cache, i["sha256"] + ".bin")) for i in m["splits"].values())
+
+
 def unpack_split(folder, split_info, cache=CACHE_DIR):
     """Decompress one split's .xz into cache/<sha256>.bin once (checked against the manifest's sha256 and
     size, written under a temporary name and renamed, so a cut-off unpack never looks finished); later
@@ -81,10 +91,14 @@ def unpack_split(folder, split_info, cache=CACHE_DIR):
     dest = os.path.join(cache, split_info["sha256"] + ".bin")
     if os.path.exists(dest) and os.path.getsize(dest) == split_info["bytes"]:
         return dest, 0.0
+    src_path = os.path.join(folder, split_info["file"])
+    if not os.path.exists(src_path):
+        raise FileNotFoundError(f"corpus stream {src_path} is missing (the .xz streams are not kept in git): make "
+                                "them with `bash tools/make_corpus.sh`, or pass --corpus stdlib")
     t0 = time.perf_counter()
     tmp = f"{dest}.{os.getpid()}.part"
     h = hashlib.sha256()
-    with lzma.open(os.path.join(folder, split_info["file"]), "rb") as src, open(tmp, "wb") as out:
+    with lzma.open(src_path, "rb") as src, open(tmp, "wb") as out:
         for chunk in iter(lambda: src.read(1 << 22), b""):
             h.update(chunk)
             out.write(chunk)
@@ -124,9 +138,10 @@ def load_packed(folder=PACKED_DIR, name=PACKED_NAME, cache=CACHE_DIR):
 
 def load_named(spec):
     """--corpus: "linux" (the packed corpus, data/corpus), "stdlib" (Python's standard library), "auto" (linux
-    when packed, else stdlib), or a folder of .py files. Returns (train, val, description)."""
+    when its streams are here, else stdlib; the description's name says which), or a folder of .py files.
+    Returns (train, val, description)."""
     if spec in (None, "", "auto"):
-        spec = "linux" if packed_manifest() is not None else "stdlib"
+        spec = "linux" if packed_available() else "stdlib"
     if spec == "linux":
         return load_packed()
     if spec == "stdlib":
