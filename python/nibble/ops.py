@@ -205,7 +205,8 @@ def _new_state(recipe, state):
     """The state outputs: what the pass may have written, empty where nothing can have been."""
     hist, filled, scale, finite, inexact = state
     if recipe != "fp8-delayed":
-        hist = filled = scale = _empty(finite.device)
+        # Three distinct tensors: a custom op's outputs may not alias one another (torch checks it).
+        hist, filled, scale = (_empty(finite.device) for _ in range(3))
     return hist, filled, scale, finite, inexact
 
 

@@ -57,6 +57,16 @@ def state_of(layer):
             layer._inexact_flags.on(layer.step.device))
 
 
+def assert_no_alias(outputs, inputs):
+    """torch's rule for custom ops (checked at run time by newer torch): no output is an input or shares its
+    memory, and no two outputs do."""
+    seen = []
+    for k, t in enumerate(outputs):
+        for u in [v for v in inputs if v is not None] + seen:
+            assert t is not u and not (t.numel() and u.numel() and t.data_ptr() == u.data_ptr()), f"output {k}"
+        seen.append(t)
+
+
 def op_step(layer, x, gy, need_dx):
     """The custom ops' bodies as the registered ops call them: forward, state written back, backward."""
     recipe, w, b = layer.recipe, layer.weight.detach(), layer.bias.detach()
@@ -64,6 +74,7 @@ def op_step(layer, x, gy, need_dx):
     out = ops.forward_impl(x, w, b, *state[:3], layer.step, layer.seed_buffer, *state[3:], layer._op_key, recipe,
                            need_dx, True, True, layer.training)
     want = ops.forward_specs(x, w, *state[:3], recipe, need_dx, True)
+    assert_no_alias(out, (x, w, b, *state, layer.step, layer.seed_buffer))
     assert [(tuple(t.shape), t.dtype, t.device) for t in out] == [(tuple(s), d, v) for s, d, v in want]
     with torch.no_grad():
         ops.write_state(recipe, state, out[9:12] + out[13:15])
@@ -71,6 +82,7 @@ def op_step(layer, x, gy, need_dx):
     back = ops.backward_impl(gy, out[1:7], out[7], out[8], *state, layer._op_key, recipe, I, need_dx, True, True,
                              x.dtype, w.dtype, b.dtype)
     want = ops.backward_output_specs(gy, *state[:3], recipe, I, need_dx, True, True, x.dtype, w.dtype, b.dtype)
+    assert_no_alias(back, (gy, *out[1:9], *state))
     assert [(tuple(t.shape), t.dtype, t.device) for t in back] == [(tuple(s), d, v) for s, d, v in want]
     ops.write_state(recipe, state, back[3:])
     return out[0], back[0] if need_dx else None, back[1], back[2]
