@@ -109,7 +109,8 @@ void check_nv_planes(const char* fn, const char* codes_name, const Array& codes,
 std::string quantize_nvfp4(const Array& x, const OptArray& rowwise_codes, const OptArray& rowwise_scales,
                            const OptArray& rowwise_global, const OptArray& colwise_codes,
                            const OptArray& colwise_scales, const OptArray& colwise_global, int64_t block_rows,
-                           bool stochastic, uint64_t seed, bool rowwise_rht, bool colwise_rht, uintptr_t stream) {
+                           bool stochastic, uint64_t seed, std::optional<uint64_t> colwise_seed, bool rowwise_rht,
+                           bool colwise_rht, uintptr_t stream) {
   constexpr const char* fn = "quantize_nvfp4_cuda";
   check_block_rows(fn, block_rows);
   for (const auto& [codes, scales, global] : {std::tuple{&rowwise_codes, &rowwise_scales, &rowwise_global},
@@ -151,6 +152,7 @@ std::string quantize_nvfp4(const Array& x, const OptArray& rowwise_codes, const 
   nc::Nvfp4Options o;
   o.block_rows = block_rows;
   o.rounding = quant::SrKey{stochastic, seed, quant::kStreamNvfp4};
+  o.colwise_seed = colwise_seed;
   o.rowwise_rht = rowwise_rht;
   o.colwise_rht = colwise_rht;
   const nc::Nvfp4Planes row{bytes(rowwise_codes), bytes(rowwise_scales), floats(rowwise_global)};
@@ -199,13 +201,15 @@ void bind_cuda_mx_nv(nb::module_& m) {
   m.def("quantize_nvfp4_cuda", &quantize_nvfp4, "x"_a, "rowwise_codes"_a = nb::none(), "rowwise_scales"_a = nb::none(),
         "rowwise_global_scale"_a = nb::none(), "colwise_codes"_a = nb::none(), "colwise_scales"_a = nb::none(),
         "colwise_global_scale"_a = nb::none(), nb::kw_only(), "block_rows"_a = 1, "stochastic"_a = false,
-        "seed"_a = default_seed, "rowwise_rht"_a = false, "colwise_rht"_a = true, "stream"_a = 0,
+        "seed"_a = default_seed, "colwise_seed"_a = nb::none(), "rowwise_rht"_a = false, "colwise_rht"_a = true,
+        "stream"_a = 0,
         "NVFP4 quantizer (quantize_nvfp4.hpp) of x [rows, cols] (float32 or bfloat16, cols % 16 == 0) into the "
         "row-wise copy and/or the column-wise copy (planes of x^T): E2M1 codes [r, c/2], UE4M3 scales "
         "[r/block_rows, c/16] (block_rows 1: 1x16, 16: 16x16), FP32 global decode scale [1] = amax/(6*448) of the "
         "copy (after its rotation); the 16-point fixed-sign random Hadamard on a copy with its *_rht flag; nearest "
         "or stochastic rounding. Each copy equals the CPU reference's quantize(x or x^T, 'nvfp4', role, rounding, "
-        "seed=seed, nvfp4_rht=flag). Returns the kernel path.");
+        "seed=seed, nvfp4_rht=flag); colwise_seed (default: seed) rounds the column-wise copy with its own seed, so "
+        "dY and dY^T with the reference's two seeds come from one launch. Returns the kernel path.");
   m.def("decode_nvfp4_bf16_cuda", &decode_nvfp4, "codes"_a, "scales"_a, "out"_a, nb::kw_only(), "block_rows"_a = 1,
         "stream"_a = 0,
         "Exact NVFP4 -> BF16 decode: out [rows, cols] = E2M1 code * UE4M3 block scale, WITHOUT the FP32 global "

@@ -133,7 +133,9 @@ std::string check_config(const std::vector<uint16_t>& x, int64_t rows, int64_t c
   }
   if (copies & 2) {
     const auto xt = transpose(xf, rows, cols);
-    const auto ref = quant::quantize_nvfp4(xt.data(), cols, rows, o.block_rows, o.rounding, o.colwise_rht);
+    quant::SrKey col_key = o.rounding;  // the column-wise copy's own seed when the launch has one
+    if (o.colwise_seed) col_key.seed = *o.colwise_seed;
+    const auto ref = quant::quantize_nvfp4(xt.data(), cols, rows, o.block_rows, col_key, o.colwise_rht);
     col.expect_equals("column-wise", ref);
     DeviceBuffer<uint16_t> dec(x.size());
     cuda::decode_nvfp4_bf16({col.codes.p, col.scales.p}, cols, rows, o.block_rows, dec.p, nullptr);
@@ -155,6 +157,7 @@ TEST(QuantizeNvfp4, ActivationsAndGradients1x16) {
                                               << " col_rht " << col_rht << " copies " << copies);
             cuda::Nvfp4Options o;
             o.rounding = quant::SrKey{sr, rng(), quant::kStreamNvfp4};
+            if (sr && row_rht) o.colwise_seed = rng();  // dY and dY^T with their own seeds in one launch
             o.rowwise_rht = row_rht;
             o.colwise_rht = col_rht;
             check_config(x, s.rows, s.cols, o, copies);

@@ -237,7 +237,8 @@ class FakeCudaExt:
 
     def quantize_nvfp4_cuda(self, x, rowwise_codes=None, rowwise_scales=None, rowwise_global_scale=None,
                             colwise_codes=None, colwise_scales=None, colwise_global_scale=None, *, block_rows=1,
-                            stochastic=False, seed=MX_SEED, rowwise_rht=False, colwise_rht=True, stream=0):
+                            stochastic=False, seed=MX_SEED, colwise_seed=None, rowwise_rht=False, colwise_rht=True,
+                            stream=0):
         """Each copy: the reference's quantization of x (or x^T) with these options; the planes hold its values
         WITHOUT the global scale (code * block scale, as the decode writes them), the global scale its own."""
         assert x.dtype in (torch.float32, torch.bfloat16), "the NVFP4 kernels read float32 or bfloat16"
@@ -245,11 +246,12 @@ class FakeCudaExt:
         assert done, "ask for a copy"
         rht = [f" rht-{n}" for n, c, r in (("row", rowwise_codes, rowwise_rht), ("col", colwise_codes, colwise_rht))
                if c is not None and r]
-        sr = f" sr {seed}" if stochastic else ""
+        col_seed = seed if colwise_seed is None else colwise_seed
+        sr = (f" sr {seed}" + (f"/{col_seed}" if col_seed != seed else "")) if stochastic else ""
         self.calls.append(f"nvfp4 {block_rows}x16 " + "+".join(done) + sr + "".join(rht))
-        copies = ((rowwise_codes, rowwise_scales, rowwise_global_scale, x, rowwise_rht),
-                  (colwise_codes, colwise_scales, colwise_global_scale, x.t(), colwise_rht))
-        for codes, scales, glob, src, rht in copies:
+        copies = ((rowwise_codes, rowwise_scales, rowwise_global_scale, x, rowwise_rht, seed),
+                  (colwise_codes, colwise_scales, colwise_global_scale, x.t(), colwise_rht, col_seed))
+        for codes, scales, glob, src, rht, seed in copies:
             if codes is None:
                 continue
             src = src.contiguous()

@@ -17,6 +17,8 @@
 
 #include "nibble/kernels/quartet.hpp"
 #include "nibble/quant/element_codecs.hpp"
+#include <optional>
+
 #include "nibble/quant/formats.hpp"
 
 namespace nibble::cuda {
@@ -37,6 +39,8 @@ struct Nvfp4Options {
   int64_t block_rows = 1;     // 1 (activations, gradients: 1x16) or 16 (weights: 16x16)
   quant::SrKey rounding;      // enabled = stochastic (dY; stream quant::kStreamNvfp4), index = row * cols + col
                               // of the copy being written (as the reference on x^T for the column-wise copy)
+  std::optional<uint64_t> colwise_seed;  // the column-wise copy's seed when it differs from rounding.seed (the
+                                         // reference rounds dY and dY^T with their own seeds): both in one launch
   bool rowwise_rht = false;   // RHT on the row-wise copy (fprop / dgrad operands: off)
   bool colwise_rht = true;    // RHT on the column-wise copy (the wgrad operands X^T, dY^T: on)
 };

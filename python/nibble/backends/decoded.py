@@ -19,8 +19,8 @@ Recipes (docs/spec.md §2):
   nvfp4  E2M1 in 1x16 blocks (16x16 for W), UE4M3 block scales, an FP32 global decode scale per copy; the
          16-point fixed-sign random Hadamard on the wgrad operands X^T and dY^T; stochastic rounding of
          dY with the reference's seeds: mix(seed, step, 1) for the row-wise dY (dgrad) and
-         mix(seed, step, 2) for dY^T (wgrad). Two seeds mean two launches over dY (the kernel takes one
-         key per launch). The kernels read FP32 and BF16 directly. The decode leaves the global scales out
+         mix(seed, step, 2) for dY^T (wgrad), both copies from one launch (the kernel's colwise_seed).
+         The kernels read FP32 and BF16 directly. The decode leaves the global scales out
          (they are not exact in BF16); the GEMM writes FP32 and the output is multiplied by s_A * s_B on
          the device (no host read of the scales).
 Results differ from the reference backend only by the GEMMs' FP32 accumulation order, the place of the
@@ -114,14 +114,17 @@ def quantize_mxfp8(ext, x, rowwise, colwise, rule, stream):
     return row, col, kernel + note
 
 
-def quantize_nvfp4(ext, x, role, rowwise, colwise, stream, seed=0):
+def quantize_nvfp4(ext, x, role, rowwise, colwise, stream, seed=0, colwise_seed=None):
     """x [rows, cols] (FP32 or BF16, on the device) under nvfp4's rules for `role` -> (row-wise Copy or None,
-    column-wise Copy of x^T or None, path). dY rounds stochastically with key (seed, nvfp4's stream)."""
+    column-wise Copy of x^T or None, path). dY rounds stochastically with key (seed, nvfp4's stream); the
+    column-wise copy with colwise_seed when given (one launch for dY and dY^T with their own seeds)."""
     (rows, cols), dev, br = x.shape, x.device, NVFP4_BLOCK_ROWS[role]
     row = Copy("nvfp4", rows, cols, dev, br) if rowwise else None
     col = Copy("nvfp4", cols, rows, dev, br) if colwise else None
+    kw = {} if colwise_seed is None else dict(colwise_seed=colwise_seed)
     kernel = ext.quantize_nvfp4_cuda(x, *_none(row, 3), *_none(col, 3), block_rows=br, stochastic=role == "dy",
-                                     seed=seed, rowwise_rht=False, colwise_rht=NVFP4_COLWISE_RHT[role], stream=stream)
+                                     seed=seed, rowwise_rht=False, colwise_rht=NVFP4_COLWISE_RHT[role], stream=stream,
+                                     **kw)
     return row, col, kernel
 
 
@@ -181,13 +184,11 @@ def backward(ext, layer, dy, xt, wt, seeds, dx_dtype, dw_dtype, stream, need_dx=
         dyr, dyt, k = quantize_mxfp8(ext, dyk, need_dx, need_dw, layer.options["mx_scale_rule"], stream)
         kernels = [f"dY {k}"]
     else:
-        dyk, dyr, dyt, kernels = kernel_input(dy), None, None, []
-        if need_dx:  # two launches: the reference rounds dY and dY^T with different seeds
-            dyr, _, k = quantize_nvfp4(ext, dyk, "dy", True, False, stream, seeds[0])
-            kernels.append(f"dY {k}")
-        if need_dw:
-            _, dyt, k = quantize_nvfp4(ext, dyk, "dy", False, True, stream, seeds[1])
-            kernels.append(f"dY^T (RHT) {k}")
+        # One launch for both copies; the reference rounds dY and dY^T with their own seeds (dgrad's, wgrad's).
+        dyr, dyt, k = quantize_nvfp4(ext, kernel_input(dy), "dy", need_dx, need_dw, stream, seeds[0],
+                                     colwise_seed=seeds[1])
+        which = "dY and dY^T (RHT), one launch" if need_dx and need_dw else "dY" if need_dx else "dY^T (RHT)"
+        kernels = [f"{which}: {k}"]
     dx = dw = None
     if need_dx:
         dx, g = gemm(ext, dyr, wt, dx_dtype, "dgrad", stream, weight_of=layer)

@@ -26,7 +26,8 @@ struct Params {
   int64_t rows = 0, cols = 0;
   int block_rows = 1;
   quant::SrKey key;  // enabled: the stochastic kernel runs
-  fp4::SrDraw draw;  // its generator, with host-computed round keys
+  fp4::SrDraw draw;      // its generator, with host-computed round keys (the row-wise copy)
+  fp4::SrDraw col_draw;  // the column-wise copy's (its own seed, or draw's)
   Copy row, col;
 };
 

@@ -104,7 +104,7 @@ __global__ void __launch_bounds__(kThreads, kEncodeMinBlocks<kSr>) nvfp4_encode_
       const uint8_t sc = block_code(block16 ? blk : amax_bits_of<kChunkRows>(w), cs);
       const int64_t col = col0 + k;
       uint32_t out[2];
-      encode_block<16, kSr>(w, sc, table[1][sc], p.draw, static_cast<uint64_t>(col * p.rows + row0), out);
+      encode_block<16, kSr>(w, sc, table[1][sc], p.col_draw, static_cast<uint64_t>(col * p.rows + row0), out);
       if (in) {
         if (!block16) {
           p.col.scales[col * gpr + row0 / 16] = sc;
@@ -242,6 +242,9 @@ const char* quantize_nvfp4(const void* x, Fp4DenseType type, int64_t rows, int64
   p.block_rows = static_cast<int>(options.block_rows);
   p.key = options.rounding;
   p.draw = options.rounding;
+  quant::SrKey col_key = options.rounding;
+  if (options.colwise_seed) col_key.seed = *options.colwise_seed;
+  p.col_draw = col_key;
   p.row = {rowwise.codes, rowwise.scales, reinterpret_cast<uint32_t*>(rowwise.global_scale), options.rowwise_rht};
   p.col = {colwise.codes, colwise.scales, reinterpret_cast<uint32_t*>(colwise.global_scale), options.colwise_rht};
   if (p.row.codes) NIBBLE_CUDA_CHECK(cudaMemsetAsync(p.row.amax_bits, 0, sizeof(uint32_t), stream));
