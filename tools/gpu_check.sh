@@ -10,6 +10,7 @@
 #   kernels  the quantizer benchmarks (fraction of copy bandwidth), JSON + text
 #   models   Mixtral-8x7B (grouped and per-expert experts, --grad-accum 8, --token-imbalance 2), Llama-3-8B
 #            with --keep-bf16 first:2,last:2, each measured and predicted for this GPU
+#   loss     the loss study's next runs (train/plan.py via tools/loss_study_gpu.sh, LOSS_SECONDS, default 300)
 #   step     the whole-model PyTorch step benchmark (benchmarks/model_step_bench.py, arguments in STEP_ARGS;
 #            torchao comes from wheels in .whl/ when present), JSON
 # PACK=1 packs $OUT into $OUT/gpu-check.tgz (one file to carry back).
@@ -70,7 +71,12 @@ for stage in "${stages[@]}"; do
         && export PYTHONPATH=python:/tmp/site
       timeout 420 "$PY" benchmarks/model_step_bench.py ${STEP_ARGS:-} --json "$OUT/model-step.json" >"$OUT/step.txt" 2>&1
       echo "$(el) step rc=$?"; tail -30 "$OUT/step.txt" ;;
-    *) echo "unknown stage $stage (build tests bench kernels models step)"; exit 2 ;;
+    loss)
+      # The loss study (train/plan.py) for LOSS_SECONDS (default 300), on the extension the build stage made;
+      # needs data/corpus's streams (tools/make_corpus.sh) carried with the call. Rows land in $OUT/loss/.
+      OUT="$OUT/loss" NIBBLE_PY_BUILD=build-gpu bash tools/loss_study_gpu.sh "${LOSS_SECONDS:-300}"
+      echo "$(el) loss rc=$?" ;;
+    *) echo "unknown stage $stage (build tests bench kernels models step loss)"; exit 2 ;;
   esac
 done
 echo "$(el) done"
