@@ -4,4 +4,5 @@
 #include "nibble/law/bench_speedups.hpp"
 #include "nibble/law/fit.hpp"
 #include "nibble/law/planner.hpp"
+#include "nibble/law/reach.hpp"
 #include "nibble/law/scaling_law.hpp"

@@ -284,20 +284,66 @@ std::function<int()> setup_map(CLI::App* app) {
   };
 }
 
+std::function<int()> setup_reach(CLI::App* app) {
+  struct Args { double n = 0, loss = 0; std::string fit_path, speedups_path, bench_mode, format = "table"; };
+  auto a = std::make_shared<Args>();
+  app->add_option("--n", a->n, "non-embedding parameters of the model")->required();
+  app->add_option("--loss", a->loss, "target validation loss")->required();
+  app->add_option("--fit", a->fit_path, "fit JSON from `nibble law fit --json` (its schemes and their intervals)")
+      ->required()->check(CLI::ExistingFile);
+  app->add_option("--speedups", a->speedups_path, "`nibble bench --json` result (measured or predicted) giving "
+                                                  "each recipe's speedup over bf16")->required()->check(CLI::ExistingFile);
+  app->add_option("--bench-mode", a->bench_mode, "bench mode to read (default step, else pre-quantized)");
+  app->add_option("--format", a->format, "table | json")->capture_default_str();
+  return [a] {
+    check_format(a->format);
+    const ReachPlan plan = reach_plan(load_fit(a->fit_path), read_recipe_speedups(a->speedups_path, a->bench_mode),
+                                      a->n, a->loss);
+    if (a->format == "json") {
+      fmt::print("{}\n", reach_to_json(plan).dump(2));
+      return 0;
+    }
+    fmt::print("time to reach loss {} at N = {:.4g}, relative to {} (tokens needed / step speedup)\n", plan.loss, plan.n,
+               plan.base_scheme);
+    fmt::print("{:<14} {:<12} {:>16} {:>16} {:>8} {:>12} {:>24}\n", "scheme", "recipe", "eff_n", "eff_d", "speedup",
+               "tokens", "time vs base [interval]");
+    for (const auto& r : plan.rows) {
+      const auto iv = [](double v, const Interval& i) {
+        return i.hi > 0 ? fmt::format("{:.3f} [{:.2f},{:.2f}]", v, i.lo, i.hi) : fmt::format("{:.3f}", v);
+      };
+      fmt::print("{:<14} {:<12} {:>16} {:>16} {:>7.2f}x {:>12.4g} {:>24}\n", r.scheme, r.recipe,
+                 iv(r.fit.eff.eff_n, r.fit.eff_n_interval), iv(r.fit.eff.eff_d, r.fit.eff_d_interval), r.speedup,
+                 r.tokens, r.reachable ? fmt::format("{:.3f} [{:.3f}, {:.3f}]", r.time, r.time_lo, r.time_hi)
+                                       : std::string("unreachable"));
+    }
+    if (!plan.rows.empty() && plan.rows.front().reachable) {
+      const auto& b = plan.rows.front();
+      fmt::print("\nsoonest: {} ({:.0f}% of {}'s time; interval {:.0f}%-{:.0f}%)\n", b.scheme, 100 * b.time,
+                 plan.base_scheme, 100 * b.time_lo, 100 * b.time_hi);
+    }
+    for (const auto& s : plan.skipped) fmt::print("not ranked: {}\n", s);
+    fmt::print("law: {}\nspeedups: {}\n", plan.law_source, plan.speedup_source);
+    return 0;
+  };
+}
+
 const bool registered = register_command({
     "law",
-    "precision-aware scaling law: fit runs, predict loss, plan FP8/FP4 forward:backward, map the optimum",
+    "precision-aware scaling law: fit runs, predict loss, plan FP8/FP4 forward:backward, map the optimum, time to "
+    "reach a loss per recipe",
     [](CLI::App& sub) -> std::function<int()> {
       sub.require_subcommand(1);
       auto fit = setup_fit(sub.add_subcommand("fit", "fit the law to training runs (CSV: scheme,n,d,loss)"));
       auto predict = setup_predict(sub.add_subcommand("predict", "predicted loss for N parameters and D tokens"));
       auto plan = setup_plan(sub.add_subcommand("plan", "compute-optimal forward:backward precision for N, D"));
       auto map = setup_map(sub.add_subcommand("map", "optimality map over N and D/N as SVG and CSV"));
+      auto reach = setup_reach(sub.add_subcommand("reach", "which recipe reaches a target loss soonest at N"));
       CLI::App* s = &sub;
-      return [s, fit, predict, plan, map]() -> int {
+      return [s, fit, predict, plan, map, reach]() -> int {
         if (s->got_subcommand("fit")) return fit();
         if (s->got_subcommand("predict")) return predict();
         if (s->got_subcommand("plan")) return plan();
+        if (s->got_subcommand("reach")) return reach();
         return map();
       };
     }});

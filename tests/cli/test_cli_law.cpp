@@ -123,6 +123,29 @@ TEST(CliLaw, PlanWithBenchLackingTheRecipeFails) {
   EXPECT_TRUE(nlohmann::json::parse(r.out).contains("best")) << r.out;
 }
 
+TEST(CliLaw, ReachNeedsAFitAndRefusesAnUnreachableLoss) {
+  CliSandbox box;
+  auto r = box.run("law reach --n 1e8 --loss 3.0");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(mentions(r.err, "--fit is required")) << r.err;  // the command-line parser's own message
+  auto bench = bench_without_quartet();
+  bench["summary"] = {{{"recipe", "bf16"}, {"mode", "step"}, {"model_speedup_vs_bf16", 1.0}},
+                      {{"recipe", "fp8-current"}, {"mode", "step"}, {"model_speedup_vs_bf16", 1.6}}};
+  write(box / "bench.json", bench.dump(1));
+  r = box.run("law fit data/law/example_runs.csv --starts 8 --bootstrap 10 --json " + box.path("fit.json"));  // cwd: the repo
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Below the infinite-data limit of this N: an error naming the limit, nothing printed as a plan.
+  r = box.run("law reach --n 1e8 --loss 0.5 --fit " + box.path("fit.json") + " --speedups " + box.path("bench.json"));
+  expect_failure(r, "not reachable");
+  // Control: a reachable loss ranks the fitted schemes; quartet has no bench row here, so it is not ranked.
+  r = box.run("law reach --n 1e8 --loss 3.3 --fit " + box.path("fit.json") + " --speedups " + box.path("bench.json") +
+              " --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["best"], "bf16");
+  EXPECT_EQ(j["skipped"].size(), 1u) << r.out;
+}
+
 TEST(CliLaw, MapWithNothingToWriteFails) {
   CliSandbox box;
   const auto r = box.run("law map --steps 4");

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "nibble/law/planner.hpp"
+#include "nibble/law/reach.hpp"
 #include "nibble/law/scaling_law.hpp"
 #include "test_seed.hpp"
 
@@ -241,3 +242,85 @@ TEST(OptimalityMap, RejectsBadGrids) {
 
 }  // namespace
 }  // namespace nibble::law
+
+// ---- time to reach a loss (nibble law reach) ----
+
+namespace {
+nibble::law::FitResult reach_fit() {
+  nibble::law::FitResult f;
+  f.law = nibble::law::published_constants();
+  f.base_scheme = "bf16";
+  f.schemes["bf16"] = {{1.0, 1.0}, {1.0, 1.0}, {1.0, 1.0}, 10};
+  f.schemes["quartet"] = {{0.64, 0.94}, {0.60, 0.68}, {0.90, 0.97}, 10};
+  f.schemes["quartet-sr"] = {{0.62, 0.96}, {0.58, 0.66}, {0.93, 0.99}, 10};
+  f.schemes["fp8-current"] = {{0.98, 0.99}, {0.96, 1.0}, {0.97, 1.0}, 10};
+  f.schemes["nvfp4"] = {{0.7, 0.9}, {}, {}, 10};  // no bench recipe below: reported as not ranked
+  return f;
+}
+nibble::law::RecipeSpeedups reach_speedups() {
+  nibble::law::RecipeSpeedups s;
+  s.speedup = {{"bf16", 1.0}, {"fp8-current", 1.65}, {"quartet", 1.32}, {"mxfp4", 1.5}};
+  s.mode = "step";
+  s.source = "test";
+  return s;
+}
+}  // namespace
+
+TEST(ReachLoss, TokensToReachInvertsTheLaw) {
+  auto rng = nibble::testing::fresh_rng();
+  const auto law = nibble::law::published_constants();
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int k = 0; k < 200; ++k) {
+    const double n = std::pow(10.0, 6 + 4 * u(rng)), d = n * std::pow(10.0, 0.5 + 2.5 * u(rng));
+    const nibble::law::Efficiency e{0.4 + 0.6 * u(rng), 0.4 + 0.6 * u(rng)};
+    const double loss = nibble::law::predict_loss(law, n, d, e);
+    EXPECT_NEAR(nibble::law::tokens_to_reach(law, e, n, loss) / d, 1.0, 1e-9) << n << " " << d;
+  }
+  // Below the infinite-data loss of this N: unreachable.
+  const double floor_loss = law.E + std::pow(law.A / std::pow(1e7, law.alpha), law.gamma);
+  EXPECT_TRUE(std::isinf(nibble::law::tokens_to_reach(law, {}, 1e7, floor_loss * 0.999)));
+  EXPECT_TRUE(std::isinf(nibble::law::tokens_to_reach(law, {}, 1e7, law.E)));
+}
+
+TEST(ReachLoss, RanksSchemesByTokensOverSpeedupWithIntervals) {
+  const auto fit = reach_fit();
+  const double n = 1e8, loss = nibble::law::predict_loss(fit.law, n, 2e9, {});
+  const auto plan = nibble::law::reach_plan(fit, reach_speedups(), n, loss);
+  ASSERT_EQ(plan.rows.size(), 4u);
+  ASSERT_EQ(plan.skipped.size(), 1u);
+  EXPECT_NE(plan.skipped[0].find("nvfp4"), std::string::npos);
+  for (size_t i = 1; i < plan.rows.size(); ++i) EXPECT_LE(plan.rows[i - 1].time, plan.rows[i].time);
+  for (const auto& r : plan.rows) {
+    const nibble::law::Efficiency e = r.fit.eff;
+    EXPECT_NEAR(r.time, nibble::law::tokens_to_reach(fit.law, e, n, loss) / r.speedup / 2e9, 1e-9) << r.scheme;
+    EXPECT_LE(r.time_lo, r.time) << r.scheme;
+    EXPECT_GE(r.time_hi, r.time) << r.scheme;
+    if (r.scheme == "bf16") {
+      EXPECT_NEAR(r.time, 1.0, 1e-9);
+    }
+  }
+  // quartet-sr has no bench recipe of its own: it runs at quartet's speed.
+  const auto sr = std::find_if(plan.rows.begin(), plan.rows.end(), [](const auto& r) { return r.scheme == "quartet-sr"; });
+  ASSERT_NE(sr, plan.rows.end());
+  EXPECT_EQ(sr->recipe, "quartet");
+  EXPECT_DOUBLE_EQ(sr->speedup, 1.32);
+  // A loss bf16 cannot reach at this N is refused with the limit named.
+  EXPECT_THROW(nibble::law::reach_plan(fit, reach_speedups(), n, fit.law.E), std::invalid_argument);
+}
+
+TEST(ReachLoss, SpeedupsFromABenchJsonSummary) {
+  const nlohmann::json bench = {
+      {"gpu", "H100"},
+      {"summary",
+       {{{"recipe", "bf16"}, {"mode", "step"}, {"model_speedup_vs_bf16", 1.0}, {"path", "native"}},
+        {{"recipe", "quartet"}, {"mode", "step"}, {"model_speedup_vs_bf16", 1.3}, {"path", "emulated-exact (fp8)"}},
+        {{"recipe", "quartet"}, {"mode", "pre-quantized"}, {"model_speedup_vs_bf16", 1.8}},
+        {{"recipe", "nvfp4"}, {"mode", "step"}, {"model_speedup_vs_bf16", nullptr}}}}};
+  const auto s = nibble::law::recipe_speedups_from_bench_json(bench);
+  EXPECT_EQ(s.mode, "step");
+  EXPECT_DOUBLE_EQ(s.speedup.at("quartet"), 1.3);
+  EXPECT_EQ(s.speedup.count("nvfp4"), 0u);  // a failed row has no speedup
+  EXPECT_DOUBLE_EQ(nibble::law::recipe_speedups_from_bench_json(bench, "pre-quantized").speedup.at("quartet"), 1.8);
+  EXPECT_THROW(nibble::law::recipe_speedups_from_bench_json(bench, "per-gemm"), std::invalid_argument);
+  EXPECT_THROW(nibble::law::recipe_speedups_from_bench_json(nlohmann::json::object()), std::invalid_argument);
+}
