@@ -11,6 +11,7 @@
 #include <optional>
 #include <random>
 #include <sstream>
+#include <tuple>
 #include <vector>
 
 #include "huber_solver.hpp"
@@ -87,10 +88,20 @@ void FitRecovery::check_recovery(uint64_t seed) {
   SCOPED_TRACE(::testing::Message() << "solver " << fit.solver << " took " << seconds << " s");
   ASSERT_EQ(fit.schemes.count("quartet"), 1u);
   // Ceres's true Huber fit recovers both within 0.04; the Eigen fallback's reweighted residuals missed
-  // eff_d by 0.043 in about 1 of 200 draws (2026-12-03, 366 repeats), so it gets 0.05.
+  // eff_d by 0.043 in about 1 of 200 draws (366 repeats), so it gets 0.05. Some draws do not pin eff_d
+  // down at all (both solvers agree on a point 0.058 from the truth, seed 8765704044092611391): the fit
+  // must then say so with a bootstrap interval at least as wide as its miss, one that holds the truth.
   const double tol = GetParam() == FitSolver::ceres ? 0.04 : 0.05;
-  EXPECT_NEAR(fit.schemes.at("quartet").eff.eff_n, truth.eff_n, tol);
-  EXPECT_NEAR(fit.schemes.at("quartet").eff.eff_d, truth.eff_d, tol);
+  const auto& q = fit.schemes.at("quartet");
+  for (auto [name, got, want, iv] : {std::tuple{"eff_n", q.eff.eff_n, truth.eff_n, q.eff_n_interval},
+                                     std::tuple{"eff_d", q.eff.eff_d, truth.eff_d, q.eff_d_interval}}) {
+    SCOPED_TRACE(::testing::Message() << name << " interval [" << iv.lo << ", " << iv.hi << "]");
+    EXPECT_NEAR(got, want, std::max(tol, iv.hi - iv.lo));
+    if (std::abs(got - want) > tol) {
+      EXPECT_GE(want, iv.lo);
+      EXPECT_LE(want, iv.hi);
+    }
+  }
   EXPECT_DOUBLE_EQ(fit.schemes.at("bf16").eff.eff_n, 1.0);
   EXPECT_LT(fit.rms_log_residual, 1e-3);
   EXPECT_GE(fit.bootstrap_samples, 10);
