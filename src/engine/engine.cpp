@@ -345,27 +345,45 @@ struct Sweep {
   // A pass's quantization (autocast modes, where the pass quantizes anything) and GEMM, timed apart, into
   // `row`; an exception becomes the row's error.
   void time_pass(LayerRunner& runner, Pass pass, Mode mode, const std::string& run_recipe, bench::Row& row) {
+    time_runners({{&runner, 1}}, pass, mode, run_recipe, row);
+  }
+
+  // Each (runner, repeats) pair's work issued `repeats` times back to back, in order, as one timed
+  // sequence per part of the pass (activation/gradient quantization, the weight's part of it, the GEMM):
+  // one pair for a layer, one pair per distinct expert token count for grouped experts.
+  void time_runners(const std::vector<std::pair<LayerRunner*, int64_t>>& runs, Pass pass, Mode mode,
+                    const std::string& run_recipe, bench::Row& row) {
     try {
       int64_t step = 1;
+      auto each = [&](const std::function<void(LayerRunner&, cudaStream_t)>& f) {
+        return [&runs, f](cudaStream_t st, int) {
+          for (const auto& [runner, repeats] : runs)
+            for (int64_t e = 0; e < repeats; ++e) f(*runner, st);
+        };
+      };
       if (bench::is_autocast(mode)) {
-        const double qbytes = runner.quant_bytes(pass, mode);
-        if (qbytes > 0) {
-          const auto q =
-              time_on_gpu([&](cudaStream_t st, int) { runner.quantize(pass, mode, step++, st); }, topt, stream);
-          row.quant_ms = q.median_ms;
+        double qbytes = 0, wbytes = 0;
+        for (const auto& [runner, repeats] : runs) {
+          qbytes += runner->quant_bytes(pass, mode) * static_cast<double>(repeats);
+          wbytes += runner->weight_quant_bytes(pass, mode) * static_cast<double>(repeats);
         }
+        if (qbytes > 0)
+          row.quant_ms =
+              time_on_gpu(each([&](LayerRunner& r, cudaStream_t st) { r.quantize(pass, mode, step++, st); }), topt,
+                          stream).median_ms;
         row.quant_bytes = qbytes;
         // The weight's part, timed apart, so gradient accumulation can count it once per optimizer step.
-        row.weight_quant_bytes = runner.weight_quant_bytes(pass, mode);
-        if (row.weight_quant_bytes > 0) {
-          const auto wq =
-              time_on_gpu([&](cudaStream_t st, int) { runner.quantize_weight(step++, st); }, topt, stream);
-          row.weight_quant_ms = std::min(wq.median_ms, row.quant_ms);  // a part of the pass, whatever the noise
-        }
+        row.weight_quant_bytes = wbytes;
+        if (wbytes > 0)
+          row.weight_quant_ms = std::min(  // a part of the pass, whatever the noise
+              time_on_gpu(each([&](LayerRunner& r, cudaStream_t st) { r.quantize_weight(step++, st); }), topt, stream)
+                  .median_ms,
+              row.quant_ms);
         bench::amortise_weight_quant(row, options.grad_accum);
       }
       cuda::ExecutionPath path = cuda::ExecutionPath::native;
-      const auto g = time_on_gpu([&](cudaStream_t st, int) { path = runner.gemm(pass, st); }, topt, stream);
+      const auto g =
+          time_on_gpu(each([&](LayerRunner& r, cudaStream_t st) { path = r.gemm(pass, st); }), topt, stream);
       row.gemm = {g.median_ms, g.p10_ms, g.p90_ms, g.min_ms, g.max_ms, g.runs};
       row.path = std::string(cuda::to_string(path));
       bench::finish_row(row, peak_for(run_recipe, gpu_name));
@@ -405,59 +423,21 @@ struct Sweep {
             const LayerRecipe sub_lr(subs[p], recipe);
             runners.push_back(prepare_runner(sub_lr, srcs[p], mode, setup_error));
           }
+        std::vector<std::pair<LayerRunner*, int64_t>> runs;
+        if (setup_error.empty())
+          for (size_t p = 0; p < runners.size(); ++p) runs.push_back({runners[p].get(), parts[p].second});
         for (const char* pass_name : {"fprop", "dgrad", "wgrad"}) {
           const auto it = layer.by_pass.find(pass_name);
           if (it == layer.by_pass.end()) continue;
           bench::Row row = bench::row_from_gemm(*it->second, recipe, mode);
           row.moe_path = kGroupedMoePath;
           if (!setup_error.empty()) row.error = setup_error;
-          else time_grouped_pass(runners, parts, pass_of(pass_name), mode, lr.run_recipe, row);
+          else time_runners(runs, pass_of(pass_name), mode, lr.run_recipe, row);
           result.rows.push_back(std::move(row));
         }
       }
     }
     result.notes.push_back(layer.name + ": " + kGroupedMoePath + " (not timed as one sequence of passes)");
-  }
-
-  void time_grouped_pass(const std::vector<std::unique_ptr<LayerRunner>>& runners,
-                         const std::vector<std::pair<int64_t, int64_t>>& parts, Pass pass, Mode mode,
-                         const std::string& run_recipe, bench::Row& row) {
-    try {
-      int64_t step = 1;
-      auto each_expert = [&](const std::function<void(LayerRunner&, cudaStream_t)>& f) {
-        return [&, f](cudaStream_t st, int) {
-          for (size_t p = 0; p < runners.size(); ++p)
-            for (int64_t e = 0; e < parts[p].second; ++e) f(*runners[p], st);
-        };
-      };
-      if (bench::is_autocast(mode)) {
-        double qbytes = 0, wbytes = 0;
-        for (size_t p = 0; p < runners.size(); ++p) {
-          qbytes += runners[p]->quant_bytes(pass, mode) * static_cast<double>(parts[p].second);
-          wbytes += runners[p]->weight_quant_bytes(pass, mode) * static_cast<double>(parts[p].second);
-        }
-        if (qbytes > 0)
-          row.quant_ms = time_on_gpu(each_expert([&](LayerRunner& r, cudaStream_t st) { r.quantize(pass, mode, step++, st); }),
-                                     topt, stream).median_ms;
-        row.quant_bytes = qbytes;
-        row.weight_quant_bytes = wbytes;
-        if (wbytes > 0)
-          row.weight_quant_ms = std::min(
-              time_on_gpu(each_expert([&](LayerRunner& r, cudaStream_t st) { r.quantize_weight(step++, st); }), topt,
-                          stream).median_ms,
-              row.quant_ms);
-        bench::amortise_weight_quant(row, options.grad_accum);
-      }
-      cuda::ExecutionPath path = cuda::ExecutionPath::native;
-      const auto g = time_on_gpu(each_expert([&](LayerRunner& r, cudaStream_t st) { path = r.gemm(pass, st); }), topt,
-                                 stream);
-      row.gemm = {g.median_ms, g.p10_ms, g.p90_ms, g.min_ms, g.max_ms, g.runs};
-      row.path = std::string(cuda::to_string(path));
-      bench::finish_row(row, peak_for(run_recipe, gpu_name));
-    } catch (const std::exception& e) {
-      row.error = e.what();
-      cudaGetLastError();
-    }
   }
 
   // The layer's passes back to back as one sequence; a failure becomes a note.

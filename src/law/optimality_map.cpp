@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "nibble/io/xml_text.hpp"
 #include "nibble/law/planner.hpp"
 
 namespace nibble::law {
@@ -60,19 +61,6 @@ namespace {
 constexpr std::array<const char*, 4> kColours = {"#4c78a8", "#f58518", "#54a24b", "#e45756"};
 constexpr double kLeft = 90, kTop = 40, kPlotW = 620, kPlotH = 420, kLegendH = 190;
 
-std::string escape_xml(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 // Maps a value to [0, 1] on a log axis.
 double log_frac(double v, double lo, double hi) {
@@ -148,7 +136,7 @@ std::string optimality_map_svg(const OptimalityMap& m) {
   };
   for (const auto& line : lines) {
     y += 20;
-    s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\">{}</text>\n", kLeft, y, escape_xml(line));
+    s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\">{}</text>\n", kLeft, y, io::escape_xml(line));
   }
   s += "</svg>\n";
   return s;

@@ -13,7 +13,7 @@ namespace nibble::report {
 
 using bench::BenchResult;
 using bench::Mode;
-using svg::escape;
+using svg::escape_xml;
 
 namespace {
 
@@ -42,7 +42,7 @@ std::string summary_rows(const std::vector<bench::RecipeSummary>& sums) {
         "<tr><td class=l>{}</td><td class=l>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
         "<td><b>{}</b></td><td>{}</td><td>{}</td><td><b>{}</b></td><td>{}</td><td>{}</td><td>{}</td>"
         "<td>{} / {}</td><td>{} ({})</td><td>{}</td><td>{}</td><td>{}</td><td>{} ({})</td><td class=l>{}</td></tr>\n",
-        escape(s.recipe), bench::to_string(s.mode), ms_text(s.ms.fprop_ms), ms_text(s.ms.dgrad_ms),
+        escape_xml(s.recipe), bench::to_string(s.mode), ms_text(s.ms.fprop_ms), ms_text(s.ms.dgrad_ms),
         ms_text(s.ms.wgrad_ms), ms_text(s.quant.total_ms()),
         std::isfinite(s.quant_vs_copy) ? fmt::format("{:.2f}", s.quant_vs_copy) : std::string("-"), ms_text(s.layer_ms), ms_text(s.model_ms),
         tflops_text(s.layer_tflops), speedup_text(s.speedup_vs_bf16), speedup_text(s.speedup_vs_baseline),
@@ -51,7 +51,7 @@ std::string summary_rows(const std::vector<bench::RecipeSummary>& sums) {
         speedup_text(s.sequence_speedup_vs_bf16), ms_interval_text(s.model_ms, s.model_ms_low, s.model_ms_high),
         tokens_interval_text(s.tokens_per_s, s.tokens_per_s_low, s.tokens_per_s_high),
         speedup_text(s.model_speedup_vs_bf16), ms_text(s.weight_quant_ms), ms_text(s.weight_quant_share_ms),
-        escape(path));
+        escape_xml(path));
   }
   return out + "</table>\n";
 }
@@ -68,17 +68,17 @@ std::string gemm_rows(const BenchResult& r) {
       out += fmt::format("<tr class=failed><td class=l>{}</td><td class=l>{}</td><td>{}</td><td>{}</td>"
                          "<td>{}</td><td>{}</td><td class=l>{}</td><td class=l>{}</td>"
                          "<td colspan=7 class=l>FAILED: {}</td></tr>\n",
-                         escape(x.layer), x.pass, x.m, x.k, x.n, x.count, escape(x.recipe),
-                         bench::to_string(x.mode), escape(x.error));
+                         escape_xml(x.layer), x.pass, x.m, x.k, x.n, x.count, escape_xml(x.recipe),
+                         bench::to_string(x.mode), escape_xml(x.error));
       continue;
     }
     out += fmt::format("<tr><td class=l>{}</td><td class=l>{}</td><td>{}</td><td>{}</td><td>{}</td>"
                        "<td>{}</td><td class=l>{}</td><td class=l>{}</td><td>{} ({}-{})</td><td>{}</td>"
                        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=l>{}</td></tr>\n",
-                       escape(x.layer), x.pass, x.m, x.k, x.n, x.count, escape(x.recipe),
+                       escape_xml(x.layer), x.pass, x.m, x.k, x.n, x.count, escape_xml(x.recipe),
                        bench::to_string(x.mode), ms_text(x.gemm.median_ms), ms_text(x.gemm.p10_ms),
                        ms_text(x.gemm.p90_ms), ms_text(x.quant_ms), ms_text(x.total_ms),
-                       ms_text(x.bound_ms), tflops_text(x.tflops), pct_text(x.pct_of_peak), escape(path));
+                       ms_text(x.bound_ms), tflops_text(x.tflops), pct_text(x.pct_of_peak), escape_xml(path));
   }
   return out + "</table>\n";
 }
@@ -132,25 +132,25 @@ std::string to_html(const BenchResult& r) {
   const std::string title = fmt::format("nibble bench: {}{}", r.gpu.name, r.predicted ? " (PREDICTED)" : "");
   std::string out = fmt::format("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                                 "<title>{}</title><style>{}</style></head><body>\n<h1>{}</h1>\n",
-                                escape(title), kStyle, escape(title));
+                                escape_xml(title), kStyle, escape_xml(title));
   if (r.predicted)
     out += fmt::format("<p class=banner>{}: every time in this report comes from nibble's performance "
-                       "model.</p>\n", escape(predicted_banner(r)));
+                       "model.</p>\n", escape_xml(predicted_banner(r)));
   const auto& g = r.gpu;
   out += fmt::format("<p>GPU {} &middot; {} SMs &middot; driver {} &middot; CUDA {} &middot; cuBLASLt {}"
                      "<br>{} &middot; <code>{}</code><br>T = {} tokens, {} layers, baseline {}, copy "
                      "bandwidth {:.2f} TB/s ({})</p>\n",
-                     escape(g.name), g.sm_count, escape(g.driver_version), escape(g.cuda_version),
-                     escape(g.cublaslt_version), escape(r.date), escape(r.command_line), r.tokens,
-                     r.layers, escape(r.baseline_recipe), r.copy_bandwidth_gbs / 1000,
+                     escape_xml(g.name), g.sm_count, escape_xml(g.driver_version), escape_xml(g.cuda_version),
+                     escape_xml(g.cublaslt_version), escape_xml(r.date), escape_xml(r.command_line), r.tokens,
+                     r.layers, escape_xml(r.baseline_recipe), r.copy_bandwidth_gbs / 1000,
                      r.predicted ? "assumed" : "measured");
-  if (!r.predicted) out += "<p class=note>" + escape(bench::clock_header(r.clocks)) + "</p>\n";
+  if (!r.predicted) out += "<p class=note>" + escape_xml(bench::clock_header(r.clocks)) + "</p>\n";
   if (r.model.contains("model"))
-    out += fmt::format("<p class=note>model: <code>{}</code></p>\n", escape(r.model["model"].dump()));
+    out += fmt::format("<p class=note>model: <code>{}</code></p>\n", escape_xml(r.model["model"].dump()));
   out += "<h2>Summary per layer</h2>\n" + summary_rows(sums);
   if (const auto lines = interpretation_lines(sums, bench::run_variation(r)); !lines.empty()) {
     out += "<h2>What this means</h2>\n<ul>\n";
-    for (const std::string& line : lines) out += "<li>" + escape(line) + "</li>\n";
+    for (const std::string& line : lines) out += "<li>" + escape_xml(line) + "</li>\n";
     out += "</ul>\n";
   }
   if (r.sweeps > 1 && !r.sweep_summaries.empty()) {
@@ -160,7 +160,7 @@ std::string to_html(const BenchResult& r) {
     for (int k = 0; k < r.sweeps; ++k) out += fmt::format("<th>sweep {} ms (vs bf16)</th>", k + 1);
     out += "</tr>\n";
     for (const auto& w : r.sweep_summaries) {
-      out += fmt::format("<tr><td class=l>{}</td><td class=l>{}</td>", escape(w.recipe), bench::to_string(w.mode));
+      out += fmt::format("<tr><td class=l>{}</td><td class=l>{}</td>", escape_xml(w.recipe), bench::to_string(w.mode));
       for (size_t k = 0; k < w.layer_ms.size(); ++k)
         out += fmt::format("<td>{} ({})</td>", ms_text(w.layer_ms[k]),
                            speedup_text(k < w.speedup_vs_bf16.size() ? w.speedup_vs_bf16[k] : bench::kNaN));
@@ -175,14 +175,14 @@ std::string to_html(const BenchResult& r) {
            "<th>measured (the most one linear layer held, with BF16 sources and output)</th></tr>\n";
     for (const auto& m : r.memory)
       out += fmt::format("<tr><td class=l>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-                         escape(m.recipe), bytes_text(double(m.operand_bytes)), bytes_text(double(m.saved_bytes)),
+                         escape_xml(m.recipe), bytes_text(double(m.operand_bytes)), bytes_text(double(m.saved_bytes)),
                          bytes_text(double(m.peak_bytes)),
                          m.measured_bytes > 0 ? bytes_text(double(m.measured_bytes)) : "-");
     out += "</table>\n";
   }
   out += "<h2>Every GEMM</h2>\n" + gemm_rows(r);
-  for (const auto& n : grouped_notes(r)) out += fmt::format("<p class=note>note: {}</p>\n", escape(n));
-  if (r.predicted) out += fmt::format("<p class=banner>{}</p>\n", escape(predicted_banner(r)));
+  for (const auto& n : grouped_notes(r)) out += fmt::format("<p class=note>note: {}</p>\n", escape_xml(n));
+  if (r.predicted) out += fmt::format("<p class=banner>{}</p>\n", escape_xml(predicted_banner(r)));
   return out + "</body></html>\n";
 }
 

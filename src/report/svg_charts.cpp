@@ -22,7 +22,7 @@ std::string open_svg(int height, const std::string& title) {
   return fmt::format("<svg width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" role=\"img\" "
                      "font-family=\"sans-serif\" font-size=\"12\">\n<title>{}</title>\n"
                      "<text x=\"4\" y=\"18\" font-size=\"15\" font-weight=\"bold\">{}</text>\n",
-                     kWidth, height, kWidth, height, escape(title), escape(title));
+                     kWidth, height, kWidth, height, escape_xml(title), escape_xml(title));
 }
 
 double scale_max(double max_value) { return max_value > 0 && std::isfinite(max_value) ? max_value : 1.0; }
@@ -33,20 +33,6 @@ std::string value_text(double v) {
 }
 
 }  // namespace
-
-std::string escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 std::string stacked_bars(const std::string& title, const std::string& unit, const std::vector<StackedBar>& bars) {
   std::vector<std::string> legend;
@@ -66,25 +52,25 @@ std::string stacked_bars(const std::string& title, const std::string& unit, cons
   for (size_t i = 0; i < bars.size(); ++i) {
     const int y = kTop + int(i) * (kBarH + kGap);
     out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", kLabelW - 6,
-                       y + kBarH - 5, escape(bars[i].label));
+                       y + kBarH - 5, escape_xml(bars[i].label));
     double x = kLabelW, total = 0;
     for (const auto& s : bars[i].segments) {
       const double w = std::max(0.0, s.value) / vmax * plot_w;
       const size_t ci = std::find(legend.begin(), legend.end(), s.label) - legend.begin();
       out += fmt::format("<rect x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\">"
                          "<title>{}: {} {}</title></rect>\n",
-                         x, y, w, kBarH, colour(ci), escape(s.label), value_text(s.value), escape(unit));
+                         x, y, w, kBarH, colour(ci), escape_xml(s.label), value_text(s.value), escape_xml(unit));
       x += w;
       total += std::max(0.0, s.value);
     }
     out += fmt::format("<text x=\"{:.1f}\" y=\"{}\">{} {}</text>\n", x + 4, y + kBarH - 5,
-                       value_text(total), escape(unit));
+                       value_text(total), escape_xml(unit));
   }
   int lx = kLabelW;
   for (size_t i = 0; i < legend.size(); ++i) {
     out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
                        "<text x=\"{}\" y=\"{}\">{}</text>\n",
-                       lx, legend_y, colour(i), lx + 16, legend_y + 11, escape(legend[i]));
+                       lx, legend_y, colour(i), lx + 16, legend_y + 11, escape_xml(legend[i]));
     lx += 24 + 7 * int(legend[i].size());
   }
   return out + "</svg>\n";
@@ -105,9 +91,9 @@ std::string bars(const std::string& title, const std::string& unit, const std::v
     out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n"
                        "<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"/>\n"
                        "<text x=\"{:.1f}\" y=\"{}\">{}{}</text>\n",
-                       kLabelW - 6, y + kBarH - 5, escape(bars[i].label), kLabelW, y, w, kBarH,
+                       kLabelW - 6, y + kBarH - 5, escape_xml(bars[i].label), kLabelW, y, w, kBarH,
                        std::isfinite(reference) && v < reference ? "#D55E00" : "#0072B2",
-                       kLabelW + w + 4, y + kBarH - 5, value_text(v), escape(unit));
+                       kLabelW + w + 4, y + kBarH - 5, value_text(v), escape_xml(unit));
   }
   if (std::isfinite(reference)) {
     const double x = kLabelW + reference / vmax * plot_w;
@@ -133,7 +119,7 @@ std::string grouped_bars(const std::string& title, const std::string& unit, cons
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const int y0 = kTop + int(gi) * group_h;
     out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", kLabelW - 6,
-                       y0 + group_h / 2 + 2, escape(groups[gi].label));
+                       y0 + group_h / 2 + 2, escape_xml(groups[gi].label));
     for (size_t si = 0; si < series.size() && si < groups[gi].values.size(); ++si) {
       const double v = groups[gi].values[si];
       if (!std::isfinite(v)) continue;
@@ -141,7 +127,7 @@ std::string grouped_bars(const std::string& title, const std::string& unit, cons
       const int y = y0 + int(si) * bar_h;
       out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\">"
                          "<title>{}: {} {}</title></rect>\n",
-                         kLabelW, y, w, bar_h - 1, colour(si), escape(series[si]), value_text(v), escape(unit));
+                         kLabelW, y, w, bar_h - 1, colour(si), escape_xml(series[si]), value_text(v), escape_xml(unit));
       out += fmt::format("<text x=\"{:.1f}\" y=\"{}\" font-size=\"9\">{}</text>\n", kLabelW + w + 3,
                          y + bar_h - 2, value_text(v));
     }
@@ -150,7 +136,7 @@ std::string grouped_bars(const std::string& title, const std::string& unit, cons
   for (size_t i = 0; i < series.size(); ++i) {
     out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
                        "<text x=\"{}\" y=\"{}\">{}</text>\n",
-                       lx, legend_y, colour(i), lx + 16, legend_y + 11, escape(series[i]));
+                       lx, legend_y, colour(i), lx + 16, legend_y + 11, escape_xml(series[i]));
     lx += 24 + 7 * int(series[i].size());
   }
   return out + "</svg>\n";

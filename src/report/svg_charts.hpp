@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "nibble/io/xml_text.hpp"
+
 namespace nibble::report::svg {
 
 struct Segment {
@@ -38,6 +40,6 @@ struct Group {
 std::string grouped_bars(const std::string& title, const std::string& unit,
                          const std::vector<std::string>& series, const std::vector<Group>& groups);
 
-std::string escape(const std::string& text);  // for HTML text and attributes
+using io::escape_xml;  // for HTML text and attributes
 
 }  // namespace nibble::report::svg

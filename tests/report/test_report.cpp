@@ -228,6 +228,7 @@ TEST(Csv, HeaderIsTheSchemaAndOneLinePerRow) {
 TEST(Html, SelfContainedWithCharts) {
   BenchResult r = sample();
   r.notes.push_back("a <script>alert(1)</script> note");
+  r.notes.push_back("an attribute breaker \" ' & note");
   const std::string h = to_html(r);
   EXPECT_FALSE(has(h, "http://"));
   EXPECT_FALSE(has(h, "https://"));
@@ -235,6 +236,7 @@ TEST(Html, SelfContainedWithCharts) {
   EXPECT_FALSE(has(h, " src="));
   EXPECT_FALSE(has(h, "<link"));
   EXPECT_TRUE(has(h, "&lt;script&gt;"));
+  EXPECT_TRUE(has(h, "breaker &quot; &#39; &amp; note"));
   size_t svgs = 0;
   for (size_t p = h.find("<svg"); p != std::string::npos; p = h.find("<svg", p + 1)) ++svgs;
   EXPECT_EQ(svgs, 3u);  // stacked time, speedups, TFLOP/s per shape
