@@ -15,6 +15,7 @@ from nibble import _ext
 from nibble.backends import common, quartet
 from conftest import randn
 from fake_cuda_ext import standin
+from layer_step import forward_backward
 
 CUDA_ENTRY_POINTS = {"quartet_forward_e4m3_cuda", "quartet_forward_cuda", "quartet_backward_cuda",
                      "quartet_backward_mxfp4_transposed_cuda", "reencode_mxfp4_e4m3_cuda", "reencode_scale_count",
@@ -173,7 +174,7 @@ def test_autograd_function_with_cpu_standin(dtype, rng, ext, monkeypatch):
     x, gy = randn(rng, 128, 256).to(dtype).requires_grad_(True), randn(rng, 128, 96).to(dtype)
     y = quartet.QuartetCudaFunction.apply(x, holder.weight, holder.bias, holder)
     y.backward(gy)
-    y_r, dx_r, dw_r, db_r = run(ref, x.detach().float(), gy.float())
+    y_r, dx_r, dw_r, db_r = forward_backward(ref, x.detach().float(), gy.float())
     assert (y.dtype, x.grad.dtype, holder.weight.grad.dtype, holder.bias.grad.dtype) == (dtype,) * 4
     tol = 1e-5 if dtype == torch.float32 else 2.0 ** -6
     for name, a, b in (("y", y, y_r), ("dx", x.grad, dx_r), ("dw", holder.weight.grad, dw_r),
@@ -210,7 +211,6 @@ def spread_input(rng, pattern, t=64, i=256):
 # ---------------------------------------------------------------------------------------------- GPU
 
 
-
 def layers(recipe_opts, dtype, seed=5, i=512, o=384):
     """A cuda-backend layer on the GPU and a reference-backend layer on the CPU with the same parameters
     (the reference gets the cuda layer's values, so bf16 parameters are compared exactly)."""
@@ -219,13 +219,6 @@ def layers(recipe_opts, dtype, seed=5, i=512, o=384):
     ref.load_state_dict({k: v.detach().float().cpu() if v.is_floating_point() else v.cpu()
                          for k, v in cu.state_dict().items()})
     return cu, ref
-
-
-def run(layer, x, gy):
-    x = x.clone().requires_grad_(True)
-    y = layer(x)
-    y.backward(gy)
-    return y.detach(), x.grad, layer.weight.grad, layer.bias.grad
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -253,8 +246,8 @@ def test_gpu_forward_equals_reference_within_fp32_accumulation(dtype, rng, cuda_
 def test_gpu_gradients_match_reference(rounding, dtype, rng, cuda_ext):
     cu, ref = layers({"backward_rounding": rounding}, dtype)
     x, gy = randn(rng, 256, 512).to(dtype), randn(rng, 256, 384).to(dtype)
-    y, dx, dw, db = run(cu, x.cuda(), gy.cuda())
-    y_r, dx_r, dw_r, db_r = run(ref, x.float(), gy.float())
+    y, dx, dw, db = forward_backward(cu, x.cuda(), gy.cuda())
+    y_r, dx_r, dw_r, db_r = forward_backward(ref, x.float(), gy.float())
     assert (dx.dtype, dw.dtype, db.dtype) == (dtype, dtype, dtype)
     assert cu.last_backward_path.startswith("cuda quartet backward"), cu.last_backward_path
     assert "dgrad GEMM emulated-exact (fp8)" in cu.last_backward_path
@@ -272,9 +265,9 @@ def test_gpu_backward_signs_fresh_per_step_and_reproducible(rng, cuda_ext):
     twin, _ = layers({}, torch.float32, i=256, o=128)
     twin.load_state_dict(cu.state_dict())
     x, gy = randn(rng, 128, 256).cuda(), randn(rng, 128, 128).cuda()
-    _, dx1, _, _ = run(cu, x, gy)
-    _, dx1b, _, _ = run(twin, x, gy)
-    _, dx2, _, _ = run(cu, x, gy)
+    _, dx1, _, _ = forward_backward(cu, x, gy)
+    _, dx1b, _, _ = forward_backward(twin, x, gy)
+    _, dx2, _, _ = forward_backward(cu, x, gy)
     assert rel(dx1, dx1b) < 1e-6      # same seed, same step
     assert rel(dx2, dx1) > 1e-3       # next step: fresh random signs
     assert int(cu.step) == 2
@@ -286,7 +279,7 @@ def test_gpu_violating_rows_take_the_exact_fallbacks(pattern, expect, rng, cuda_
     # gemm_check="sync": the fallback is taken in the same pass (the deferred default reports it a pass later).
     cu, ref = layers({"gemm_check": "sync"}, torch.float32, i=256, o=128)
     x, gy = spread_input(rng, pattern), randn(rng, 64, 128)
-    y, dx, dw, _ = run(cu, x.cuda(), gy.cuda())
+    y, dx, dw, _ = forward_backward(cu, x.cuda(), gy.cuda())
     assert expect in cu.last_path and "64 rows of X spread" in cu.last_path, cu.last_path
     xq, _ = reference_values(cuda_ext, x)
     wq, _ = reference_values(cuda_ext, cu.weight)
@@ -296,7 +289,7 @@ def test_gpu_violating_rows_take_the_exact_fallbacks(pattern, expect, rng, cuda_
     if bf16_out:
         bound += 2.0 ** -8 * y_ref.abs()
     assert bool(((y.double().cpu() - y_ref).abs() <= bound).all())
-    _, dx_r, dw_r, _ = run(ref, x, gy)
+    _, dx_r, dw_r, _ = forward_backward(ref, x, gy)
     tight = 2.0 ** -5 if bf16_out else 2.0 ** -7
     assert rel(dx, dx_r) < tight and rel(dw, dw_r) < tight, (rel(dx, dx_r), rel(dw, dw_r))
 

@@ -19,6 +19,7 @@ from nibble import _ext, seeds
 from nibble.backends import common, decoded
 from conftest import randn
 from fake_cuda_ext import standin
+from layer_step import forward_backward
 
 ENTRY_POINTS = {"quantize_mxfp8_cuda", "decode_mxfp8_bf16_cuda", "quantize_nvfp4_cuda", "decode_nvfp4_bf16_cuda"}
 T, I, O = 128, 256, 96
@@ -61,14 +62,6 @@ def inputs(rng, recipe, dtype, t=T, i=I, o=O):
     if recipe == "mxfp8":
         x, gy = bf16_exact(x), bf16_exact(gy)
     return x.to(dtype), gy.to(dtype)
-
-
-def run(layer, x, gy):
-    x = x.clone().requires_grad_(True)
-    layer.weight.grad = layer.bias.grad = None
-    y = layer(x)
-    y.backward(gy)
-    return y.detach(), x.grad, layer.weight.grad.clone(), layer.bias.grad.clone()
 
 
 @pytest.fixture
@@ -174,8 +167,8 @@ def test_layer_equals_reference_with_cpu_standin(recipe, rule, dtype, rng, ext, 
     cu, ref = pair(rng, recipe, dtype, mx_scale_rule=rule)
     for step in range(3):  # nvfp4: fresh stochastic-rounding seeds every step, as the reference's
         x, gy = inputs(rng, recipe, dtype)
-        y, dx, dw, db = run(cu, x, gy)
-        y_r, dx_r, dw_r, db_r = run(ref, x.float(), gy.float())
+        y, dx, dw, db = forward_backward(cu, x, gy)
+        y_r, dx_r, dw_r, db_r = forward_backward(ref, x.float(), gy.float())
         assert (y.dtype, dx.dtype, dw.dtype, db.dtype) == (dtype,) * 4
         # The stand-in's quantized values are the reference's and its GEMMs run in float64: only the
         # reference's float32 GEMMs and (with BF16 tensors) the BF16 outputs differ.
@@ -202,7 +195,7 @@ def test_nvfp4_calls_use_the_reference_seeds_and_hadamard_flags(rng, ext, fake):
     cu, _ = pair(rng, "nvfp4", seed=11)
     x, gy = inputs(rng, "nvfp4", torch.float32)
     fake.calls.clear()
-    run(cu, x, gy)  # step 0
+    forward_backward(cu, x, gy)  # step 0
     sd, sw = seeds.mix(11, 0, 1), seeds.mix(11, 0, 2)
     quant = [c for c in fake.calls if c.startswith("nvfp4")]
     assert quant == ["nvfp4 1x16 row+col rht-col", "nvfp4 16x16 row+col", f"nvfp4 1x16 row+col sr {sd}/{sw} rht-col"], \
@@ -214,7 +207,7 @@ def test_one_seed_for_both_dy_copies_would_show(rng, ext, fake):
     """Why dY^T has its own seed in the one launch: rounding it with the dgrad seed changes dW."""
     cu, ref = pair(rng, "nvfp4", seed=3)
     x, gy = inputs(rng, "nvfp4", torch.float32)
-    _, _, dw_r, _ = run(ref, x, gy)
+    _, _, dw_r, _ = forward_backward(ref, x, gy)
     sd = seeds.mix(3, 0, 1)
     dyt = ref_values(ext, gy.t(), "nvfp4", "dy", seed=sd, nvfp4_rht=True)
     xt = ref_values(ext, x.t(), "nvfp4", "x", nvfp4_rht=True)
@@ -228,13 +221,13 @@ def test_wrong_copy_would_show(rng, ext, fake):
     # depends on its block only below E4M3's subnormal threshold (2^-15 of the block max), too rare to move dX.
     cu, ref = pair(rng, "mxfp8", mx_scale_rule="ocp")
     x, gy = inputs(rng, "mxfp8", torch.float32)
-    _, dx_r, _, _ = run(ref, x, gy)
+    _, dx_r, _, _ = forward_backward(ref, x, gy)
     wq_along_i, dyq = (ref_values(ext, ref.weight, "mxfp8", "w", rule="ocp"),
                        ref_values(ext, gy, "mxfp8", "dy", rule="ocp"))
     assert rel(dyq.double() @ wq_along_i.double(), dx_r) > 1e-3
     cu, ref = pair(rng, "nvfp4")
     x, gy = inputs(rng, "nvfp4", torch.float32)
-    _, _, dw_r, _ = run(ref, x, gy)
+    _, _, dw_r, _ = forward_backward(ref, x, gy)
     dyt = ref_values(ext, gy.t(), "nvfp4", "dy", seed=seeds.mix(5, 0, 2))
     assert rel(dyt.double() @ ref_values(ext, x.t(), "nvfp4", "x").double().t(), dw_r) > 1e-3
 
@@ -253,7 +246,7 @@ def test_only_the_copies_a_gradient_needs(recipe, rng, ext, fake):
     assert copies() == ["row"] * 2, fake.calls
     assert sum(c.startswith("decode") for c in fake.calls) == 2 and len(fake.gemms) == 1
     fake.calls.clear()
-    run(cu, x, gy)
+    forward_backward(cu, x, gy)
     assert copies() == ["row+col"] * 3, fake.calls  # nvfp4's dY: one launch, a seed per copy
     cu.weight.requires_grad_(False)  # frozen weight: no X^T, no wgrad; dY only row-wise
     fake.calls.clear()
@@ -271,10 +264,10 @@ def test_only_the_copies_a_gradient_needs(recipe, rng, ext, fake):
 def test_mxfp8_rounds_other_dtypes_to_bf16_and_says_so(rng, ext, fake):
     cu, ref = pair(rng, "mxfp8")
     x, gy = randn(rng, T, I), randn(rng, T, O)  # FP32 values that BF16 does not hold
-    y, dx, dw, _ = run(cu, x, gy)
+    y, dx, dw, _ = forward_backward(cu, x, gy)
     assert "(X float32 -> BF16, W float32 -> BF16: the MXFP8 kernel reads BF16)" in cu.last_path, cu.last_path
     assert "(dY float32 -> BF16: the MXFP8 kernel reads BF16)" in cu.last_backward_path
-    y_r, dx_r, dw_r, _ = run(ref, bf16_exact(x), bf16_exact(gy))  # what the kernels quantize
+    y_r, dx_r, dw_r, _ = forward_backward(ref, bf16_exact(x), bf16_exact(gy))  # what the kernels quantize
     assert rel(y, y_r) < 1e-6 and rel(dx, dx_r) < 1e-6 and rel(dw, dw_r) < 1e-6
 
 
@@ -314,7 +307,6 @@ def test_non_finite_input_names_layer_and_step(recipe, rng, ext, fake):
 
 
 # ---------------------------------------------------------------------------------------------- GPU
-
 
 
 E2M1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0], dtype=torch.float64)
@@ -424,8 +416,8 @@ def test_gpu_layer_matches_reference(recipe, rule, dtype, rng, cuda_ext):
     cu, ref = pair(rng, recipe, dtype, device="cuda", i=512, o=384, mx_scale_rule=rule)
     for step in range(2):
         x, gy = inputs(rng, recipe, dtype, t=256, i=512, o=384)
-        y, dx, dw, db = run(cu, x.cuda(), gy.cuda())
-        y_r, dx_r, dw_r, db_r = run(ref, x.float(), gy.float())
+        y, dx, dw, db = forward_backward(cu, x.cuda(), gy.cuda())
+        y_r, dx_r, dw_r, db_r = forward_backward(ref, x.float(), gy.float())
         assert y.is_cuda and (y.dtype, dx.dtype, dw.dtype, db.dtype) == (dtype,) * 4
         fp, bp = cu.last_path, cu.last_backward_path
         assert fp.startswith(f"cuda {recipe} forward") and "fprop GEMM emulated-exact (bf16)" in fp, fp

@@ -18,6 +18,7 @@ from nibble import _ext
 from nibble.backends import common, fp8
 from conftest import randn
 from fake_cuda_ext import standin
+from layer_step import forward_backward
 
 FP8_RECIPES = ("fp8-current", "fp8-delayed", "fp8-block")
 FP8_ENTRY_POINTS = {"amax_bf16_cuda", "quantize_fp8_current_cuda", "cast_transpose_fp8_cuda",
@@ -52,14 +53,6 @@ def pair(recipe, dtype=torch.float32, device="cpu", seed=5, i=I, o=O, **opts):
     ref.load_state_dict({k: v.detach().float().cpu() if v.is_floating_point() else v.cpu()
                          for k, v in cu.state_dict().items()})
     return cu, ref
-
-
-def run(layer, x, gy):
-    x = x.clone().requires_grad_(True)
-    layer.weight.grad = layer.bias.grad = None
-    y = layer(x)
-    y.backward(gy)
-    return y.detach(), x.grad, layer.weight.grad.clone(), layer.bias.grad.clone()
 
 
 @pytest.fixture
@@ -158,8 +151,8 @@ def test_layer_equals_reference_with_cpu_standin(recipe, dtype, rng, ext, fake):
     cu, ref = pair(recipe, dtype)
     x, gy = bf16_valued(randn(rng, T, I)).to(dtype), bf16_valued(randn(rng, T, O)).to(dtype)
     for step in range(2):  # fp8-delayed: the first step (scale 1), then the history's
-        y, dx, dw, db = run(cu, x, gy)
-        y_r, dx_r, dw_r, db_r = run(ref, x.float(), gy.float())
+        y, dx, dw, db = forward_backward(cu, x, gy)
+        y_r, dx_r, dw_r, db_r = forward_backward(ref, x.float(), gy.float())
         assert (y.dtype, dx.dtype, dw.dtype, db.dtype) == (dtype,) * 4
         # The stand-in's quantized values are the reference's and its GEMMs run in float64: only the
         # reference's float32 GEMMs and (with BF16 tensors) the BF16 outputs differ.
@@ -199,8 +192,8 @@ def test_fp8_delayed_history_matches_reference_and_round_trips(rng, ext, fake):
     gy = bf16_valued(randn(rng, T, O))
     for s in (1.0, 8.0, 0.5, 0.25, 2.0):  # more steps than the window: old amaxes drop out
         x = bf16_valued(randn(rng, T, I, scale=s))
-        y, dx, dw, _ = run(cu, x, gy)
-        y_r, dx_r, dw_r, _ = run(ref, x, gy)
+        y, dx, dw, _ = forward_backward(cu, x, gy)
+        y_r, dx_r, dw_r, _ = forward_backward(ref, x, gy)
         assert rel(y, y_r) < 1e-6 and rel(dx, dx_r) < 1e-6 and rel(dw, dw_r) < 1e-6
         for k in ("amax_history", "amax_filled", "scale", "step"):
             assert torch.equal(getattr(cu, k), getattr(ref, k)), (s, k, getattr(cu, k), getattr(ref, k))
@@ -221,7 +214,7 @@ def test_fp8_delayed_history_matches_reference_and_round_trips(rng, ext, fake):
     cu2, _ = pair("fp8-delayed", window=3, margin=1, seed=9)
     cu2.load_state_dict(ref.state_dict())
     x = bf16_valued(randn(rng, T, I, scale=0.1))
-    outs = [run(m, x, gy) for m in (cu, ref2, cu2)]
+    outs = [forward_backward(m, x, gy) for m in (cu, ref2, cu2)]
     for a in outs[1:]:
         assert all(rel(p, q) < 1e-6 for p, q in zip(a, outs[0]))
     assert torch.equal(cu.amax_history, ref2.amax_history) and torch.equal(cu2.amax_history, ref2.amax_history)
@@ -245,7 +238,7 @@ def test_fp8_delayed_te_reads_nothing_back(rng, ext, fake, monkeypatch):
     gy = bf16_valued(randn(rng, T, O))
     for s in (1.0, 4.0):
         x = bf16_valued(randn(rng, T, I, scale=s))
-        for a, b in zip(run(cu, x, gy), run(ref, x, gy)):
+        for a, b in zip(forward_backward(cu, x, gy), forward_backward(ref, x, gy)):
             assert rel(a, b) < 1e-6, s
     assert reads == [] and torch.equal(cu.scale, ref.scale)
 
@@ -261,7 +254,7 @@ def test_fp8_delayed_own_amax_reads_amax_filled_back_only_until_each_history_is_
     gy = bf16_valued(randn(rng, T, O))
     for s in (1.0, 4.0, 0.5):
         x = bf16_valued(randn(rng, T, I, scale=s))
-        for a, b in zip(run(cu, x, gy), run(ref, x, gy)):
+        for a, b in zip(forward_backward(cu, x, gy), forward_backward(ref, x, gy)):
             assert rel(a, b) < 1e-6, s
         if s == 1.0:
             assert "this step: own amax" in cu.last_path and "this step: own amax" in cu.last_backward_path
@@ -273,7 +266,7 @@ def test_fp8_delayed_own_amax_reads_amax_filled_back_only_until_each_history_is_
     cu.load_state_dict(empty)
     ref.load_state_dict(empty)
     x = bf16_valued(randn(rng, T, I, scale=0.1))
-    for a, b in zip(run(cu, x, gy), run(ref, x, gy)):
+    for a, b in zip(forward_backward(cu, x, gy), forward_backward(ref, x, gy)):
         assert rel(a, b) < 1e-6
     assert "this step: own amax" in cu.last_path and len(reads) == 4
     assert torch.equal(cu.amax_history, ref.amax_history) and torch.equal(cu.scale, ref.scale)
@@ -285,8 +278,8 @@ def test_non_finite_amax_stays_in_its_slot_and_the_scale_holds(rng, ext, fake):
     cu, ref = pair("fp8-delayed", window=2, check_finite=False)
     x, gy = bf16_valued(randn(rng, T, I)), bf16_valued(randn(rng, T, O))
     for m in (cu, ref):
-        run(m, x, gy)
-        run(m, x, gy)
+        forward_backward(m, x, gy)
+        forward_backward(m, x, gy)
     held = cu.scale.clone()
     assert float(held[0]) != 1.0 and torch.equal(held, ref.scale)
     bad = x.clone()
@@ -317,7 +310,7 @@ def test_only_the_copies_a_gradient_needs(recipe, rng, ext, fake):
         cu(x)
     assert all(c.endswith(" row") for c in quantizer_calls()), fake.calls  # no transposed copies
     fake.calls.clear()
-    run(cu, x, gy)
+    forward_backward(cu, x, gy)
     assert all(c.endswith("row+col") for c in quantizer_calls()) and len(quantizer_calls()) == 3, fake.calls
     assert row_col in quantizer_calls()[0]
     # Frozen weight: no X^T, no wgrad; dY only row-wise.
@@ -360,7 +353,6 @@ def test_non_finite_input_names_layer_and_step(rng, ext, fake):
 
 
 # ---------------------------------------------------------------------------------------------- GPU
-
 
 
 def decode_fp8(codes, fmt):
@@ -427,8 +419,8 @@ def test_gpu_layer_matches_reference(recipe, dtype, rng, cuda_ext):
     x, gy = bf16_valued(randn(rng, T, I)), bf16_valued(randn(rng, T, O))
     w, b = ref.weight.detach().double(), ref.bias.detach().double()
     for step in range(2):  # fp8-delayed: the first step (scale 1), then the history's
-        y, dx, dw, db = run(cu, x.to(dtype).cuda(), gy.to(dtype).cuda())
-        y_r, dx_r, dw_r, db_r = run(ref, x, gy)
+        y, dx, dw, db = forward_backward(cu, x.to(dtype).cuda(), gy.to(dtype).cuda())
+        y_r, dx_r, dw_r, db_r = forward_backward(ref, x, gy)
         assert y.is_cuda and (y.dtype, dx.dtype, dw.dtype, db.dtype) == (dtype,) * 4
         assert cu.last_path.startswith(f"cuda {recipe} forward") and "fprop GEMM native" in cu.last_path
         assert "dgrad GEMM native" in cu.last_backward_path and "wgrad GEMM native" in cu.last_backward_path
@@ -456,13 +448,13 @@ def test_gpu_fp8_delayed_state_dict_round_trip_with_reference(rng, cuda_ext):
     gy = bf16_valued(randn(rng, T, O))
     for s in (1.0, 5.0, 0.3):
         x = bf16_valued(randn(rng, T, I, scale=s))
-        run(cu, x.cuda(), gy.cuda())
-        run(ref, x, gy)
+        forward_backward(cu, x.cuda(), gy.cuda())
+        forward_backward(ref, x, gy)
     assert torch.equal(cu.amax_history.cpu(), ref.amax_history)
     back = nt.Linear(I, O, recipe="fp8-delayed", backend="reference", window=4)
     back.load_state_dict({k: v.cpu() for k, v in cu.state_dict().items()})
     x = bf16_valued(randn(rng, T, I, scale=0.1))
-    a, b = run(cu, x.cuda(), gy.cuda()), run(back, x, gy)
+    a, b = forward_backward(cu, x.cuda(), gy.cuda()), forward_backward(back, x, gy)
     assert all(rel(p, q) < 2.0 ** -7 for p, q in zip(a, b))
     assert torch.equal(cu.amax_history.cpu(), back.amax_history) and torch.equal(cu.scale.cpu(), back.scale)
 

@@ -19,6 +19,7 @@ from nibble import _ext
 from nibble.backends import common, mxfp4
 from conftest import randn
 from fake_cuda_ext import standin
+from layer_step import forward_backward
 
 MX_ENTRY_POINTS = {"quantize_mxfp4_cuda", "quantize_mxfp4_rowcol_cuda"}
 FP8_SPLIT_ACC = 2.0 ** -9  # tests/kernels/test_gemm_accuracy.cu: Hopper FP8 split accumulation, of sum |a b|
@@ -47,14 +48,6 @@ def pair(rng, dtype=torch.float32, device="cpu", seed=5, i=I, o=O, **opts):
     ref.load_state_dict({k: v.detach().float().cpu() if v.is_floating_point() else v.cpu()
                          for k, v in cu.state_dict().items()})
     return cu, ref
-
-
-def run(layer, x, gy):
-    x = x.clone().requires_grad_(True)
-    layer.weight.grad = layer.bias.grad = None
-    y = layer(x)
-    y.backward(gy)
-    return y.detach(), x.grad, layer.weight.grad.clone(), layer.bias.grad.clone()
 
 
 def spread_input(rng, pattern, t=64, i=256):
@@ -145,8 +138,8 @@ def test_layer_equals_reference_with_cpu_standin(dtype, rule, rng, ext, fake):
     cu, ref = pair(rng, dtype, mx_scale_rule=rule)
     x, gy = randn(rng, T, I).to(dtype), randn(rng, T, O).to(dtype)
     for step in range(2):
-        y, dx, dw, db = run(cu, x, gy)
-        y_r, dx_r, dw_r, db_r = run(ref, x.float(), gy.float())
+        y, dx, dw, db = forward_backward(cu, x, gy)
+        y_r, dx_r, dw_r, db_r = forward_backward(ref, x.float(), gy.float())
         assert (y.dtype, dx.dtype, dw.dtype, db.dtype) == (dtype,) * 4
         # The stand-in's quantized values are the reference's and its GEMMs run in float64: only the
         # reference's float32 GEMMs and (with BF16 tensors) the BF16 outputs differ.
@@ -171,7 +164,7 @@ def test_wrong_copy_would_show(rng, ext, fake):
     """The test above can fail: quantizing W along I (instead of W^T along O) for dgrad changes dX."""
     cu, ref = pair(rng)
     x, gy = randn(rng, T, I), randn(rng, T, O)
-    _, dx_r, _, _ = run(ref, x, gy)
+    _, dx_r, _, _ = forward_backward(ref, x, gy)
     wq_along_i = ref_values(ext, ref.weight)  # the forward's copy, not the reference's W^T requantization
     dyq = ref_values(ext, gy)
     assert rel(dyq.double() @ wq_along_i.double(), dx_r) > 1e-3
@@ -189,7 +182,7 @@ def test_only_the_copies_a_gradient_needs(rng, ext, fake):
         cu(x)
     assert quantizer_calls() == ["mxfp4 ocp row"] * 2, fake.calls  # the thread-per-group kernel, no X^T, W^T
     fake.calls.clear()
-    run(cu, x, gy)
+    forward_backward(cu, x, gy)
     assert quantizer_calls() == ["mxfp4 ocp row+col"] * 3, fake.calls
     # Frozen weight: no X^T, no wgrad; dY only row-wise.
     cu.weight.requires_grad_(False)
@@ -211,9 +204,9 @@ def test_only_the_copies_a_gradient_needs(rng, ext, fake):
 def test_violating_rows_fall_back_with_cpu_standin(pattern, expect, rng, ext, fake):
     cu, ref = pair(rng, i=256, o=64, gemm_check="sync")
     x, gy = spread_input(rng, pattern), randn(rng, 64, 64)
-    y, dx, dw, _ = run(cu, x, gy)
+    y, dx, dw, _ = forward_backward(cu, x, gy)
     assert expect in cu.last_path and "64 rows of X spread over more than 14 binades" in cu.last_path, cu.last_path
-    y_r, dx_r, dw_r, _ = run(ref, x, gy)
+    y_r, dx_r, dw_r, _ = forward_backward(ref, x, gy)
     assert rel(y, y_r) < 1e-6 and rel(dx, dx_r) < 1e-6 and rel(dw, dw_r) < 1e-6
     mode = "vec128" if pattern == "halves" else "none"
     assert (fake.gemms[0]["a_scale_mode"], fake.gemms[0]["b_scale_mode"]) == (mode, mode), fake.gemms[0]
@@ -227,21 +220,21 @@ def test_deferred_gemm_check_reports_violations_a_pass_later_and_turns_sync(rng,
     cu.layer_name = "blocks.1.up"
     assert cu.options["gemm_check"] == "deferred"
     clean, gy = randn(rng, 64, 256), randn(rng, 64, 64)
-    run(cu, clean, gy)
+    forward_backward(cu, clean, gy)
     assert "gemm_check='deferred'" in cu.last_path and "gemm_check='deferred'" in cu.last_backward_path
     assert fake.gemms[0]["a_scale_mode"] == "outer_vec"
-    run(cu, clean, gy)  # polls the first pass's flags: nothing to report
+    forward_backward(cu, clean, gy)  # polls the first pass's flags: nothing to report
     assert cu.inexact_passes == [] and cu.options["gemm_check"] == "deferred"
     x = spread_input(rng, "alternate")
-    run(cu, x, gy)  # step 2: the row GEMM ran although 64 rows of X violate
+    forward_backward(cu, x, gy)  # step 2: the row GEMM ran although 64 rows of X violate
     assert "gemm_check='deferred'" in cu.last_path
     with pytest.warns(RuntimeWarning, match=r"layer 'blocks\.1\.up' \(recipe mxfp4\): from step 2, \d+ operand rows "
                                             r"of the fprop(/dgrad)?(/wgrad)? GEMM"):
-        y, dx, dw, _ = run(cu, x, gy)
+        y, dx, dw, _ = forward_backward(cu, x, gy)
     assert cu.inexact_passes[0][0] == 2 and "fprop" in cu.inexact_passes[0][1] and cu.inexact_passes[0][2] >= 64
     assert cu.options["gemm_check"] == "sync" and "decoded to BF16 (exact)" in cu.last_path
     for _ in range(3):  # ref catches up to cu's step count (the seeds do not matter for mxfp4)
-        y_r, dx_r, dw_r, _ = run(ref, x, gy)
+        y_r, dx_r, dw_r, _ = forward_backward(ref, x, gy)
     assert rel(y, y_r) < 1e-6 and rel(dx, dx_r) < 1e-6 and rel(dw, dw_r) < 1e-6
 
 
@@ -284,7 +277,6 @@ def test_non_finite_input_names_layer_and_step(rng, ext, fake):
 
 
 # ---------------------------------------------------------------------------------------------- GPU
-
 
 
 E2M1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0], dtype=torch.float64)
@@ -358,8 +350,8 @@ def test_gpu_layer_matches_reference(dtype, rule, rng, cuda_ext):
     cu, ref = pair(rng, dtype, device="cuda", i=512, o=384, mx_scale_rule=rule)
     x, gy = randn(rng, 256, 512).to(dtype), randn(rng, 256, 384).to(dtype)
     for step in range(2):
-        y, dx, dw, db = run(cu, x.cuda(), gy.cuda())
-        y_r, dx_r, dw_r, db_r = run(ref, x.float(), gy.float())
+        y, dx, dw, db = forward_backward(cu, x.cuda(), gy.cuda())
+        y_r, dx_r, dw_r, db_r = forward_backward(ref, x.float(), gy.float())
         assert y.is_cuda and (y.dtype, dx.dtype, dw.dtype, db.dtype) == (dtype,) * 4
         assert cu.last_path.startswith("cuda mxfp4 forward") and "fprop GEMM emulated-exact (fp8)" in cu.last_path
         assert "outer_vec" in cu.last_path, cu.last_path
@@ -387,9 +379,9 @@ def test_gpu_violating_rows_take_the_exact_fallbacks(pattern, expect, rng, cuda_
     # gemm_check="sync": the fallback is taken in the same pass (the deferred default reports it a pass later).
     cu, ref = pair(rng, device="cuda", i=256, o=128, gemm_check="sync")
     x, gy = spread_input(rng, pattern), randn(rng, 64, 128)
-    y, dx, dw, _ = run(cu, x.cuda(), gy.cuda())
+    y, dx, dw, _ = forward_backward(cu, x.cuda(), gy.cuda())
     assert expect in cu.last_path and "64 rows of X spread" in cu.last_path, cu.last_path
-    y_r, dx_r, dw_r, _ = run(ref, x, gy)
+    y_r, dx_r, dw_r, _ = forward_backward(ref, x, gy)
     xq, wq = ref_values(cuda_ext, x), ref_values(cuda_ext, ref.weight)
     y_ref = xq.double() @ wq.double().t() + ref.bias.detach().double()
     bound = FP8_SPLIT_ACC * (xq.double().abs() @ wq.double().abs().t()) + 2.0 ** -20 * y_ref.abs()

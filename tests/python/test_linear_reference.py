@@ -6,6 +6,7 @@ import torch
 import nibble.torch as nt
 from nibble import seeds
 from conftest import randn
+from layer_step import forward_backward
 
 T, I, O = 128, 256, 128
 
@@ -14,18 +15,11 @@ def q(ext, t, recipe, role, **kw):
     return torch.from_numpy(np.array(ext.quantize(t.detach().float().contiguous().numpy(), recipe, role, **kw)["values"]))
 
 
-def run_layer(layer, x, gy):
-    x = x.clone().requires_grad_(True)
-    y = layer(x)
-    y.backward(gy)
-    return y.detach(), x.grad, layer.weight.grad, layer.bias.grad
-
-
 @pytest.mark.parametrize("recipe", ["bf16", "fp8-current", "fp8-block", "mxfp8", "mxfp4", "nvfp4"])
 def test_forward_and_gradients_equal_reference(recipe, rng, ext):
     layer = nt.Linear(I, O, recipe=recipe, backend="reference")
     x, gy = randn(rng, T, I), randn(rng, T, O)
-    y, dx, dw, db = run_layer(layer, x, gy)
+    y, dx, dw, db = forward_backward(layer, x, gy)
     w = layer.weight.detach()
     sd, sw = seeds.mix(layer.seed, 0, 1), seeds.mix(layer.seed, 0, 2)
     y_ref = q(ext, x, recipe, "x") @ q(ext, w, recipe, "w").t() + layer.bias.detach()
@@ -54,10 +48,10 @@ def test_nvfp4_gradients_are_stochastic_and_seeded(rng):
     a = nt.Linear(I, O, recipe="nvfp4", backend="reference", seed=7)
     b = nt.Linear(I, O, recipe="nvfp4", backend="reference", seed=7)
     b.load_state_dict(a.state_dict())
-    _, dxa, _, _ = run_layer(a, x, gy)
-    _, dxb, _, _ = run_layer(b, x, gy)
+    _, dxa, _, _ = forward_backward(a, x, gy)
+    _, dxb, _, _ = forward_backward(b, x, gy)
     torch.testing.assert_close(dxa, dxb, rtol=0, atol=0)  # same seed, same step: reproducible
-    _, dxa2, _, _ = run_layer(a, x, gy)                   # next step: fresh random bits
+    _, dxa2, _, _ = forward_backward(a, x, gy)                   # next step: fresh random bits
     assert not torch.equal(dxa, dxa2)
 
 
@@ -65,7 +59,7 @@ def test_nvfp4_gradients_are_stochastic_and_seeded(rng):
 def test_quartet_equals_reference_composition(rounding, rng, ext):
     layer = nt.Linear(I, O, recipe="quartet", backend="reference", backward_rounding=rounding)
     x, gy = randn(rng, T, I), randn(rng, T, O)
-    y, dx, dw, _ = run_layer(layer, x, gy)
+    y, dx, dw, _ = forward_backward(layer, x, gy)
     w = layer.weight.detach()
     fx, fw = ext.quantize(x.numpy(), "quartet", "x"), ext.quantize(w.numpy(), "quartet", "w")
     xq, wq = torch.from_numpy(np.array(fx["values"])), torch.from_numpy(np.array(fw["values"]))
@@ -96,12 +90,12 @@ def test_quartet_backward_signs_fresh_per_step_and_reproducible(rounding, rng):
     twin = nt.Linear(I, O, recipe="quartet", backend="reference", backward_rounding=rounding, seed=3)
     twin.load_state_dict(layer.state_dict())
     x, gy = randn(rng, T, I), randn(rng, T, O)
-    _, dx1, dw1, _ = run_layer(layer, x, gy)
-    _, dx1b, dw1b, _ = run_layer(twin, x, gy)
+    _, dx1, dw1, _ = forward_backward(layer, x, gy)
+    _, dx1b, dw1b, _ = forward_backward(twin, x, gy)
     assert torch.equal(dx1, dx1b) and torch.equal(dw1, dw1b)  # same seed, same step: the same bits
     dw1 = dw1.clone()
     layer.weight.grad = None
-    _, dx2, dw2, _ = run_layer(layer, x, gy)
+    _, dx2, dw2, _ = forward_backward(layer, x, gy)
     assert not torch.equal(dx1, dx2) and not torch.equal(dw1, dw2)  # next step: fresh signs (and bits)
     assert int(layer.step) == 2
     assert nt.quartet_backward_seed(3, 0) != nt.quartet_backward_seed(3, 1) != nt.quartet_backward_seed(4, 1)
@@ -114,7 +108,7 @@ def test_fp8_delayed_uses_history(rng, ext):
     for step, s in enumerate((1.0, 4.0, 0.5, 0.25)):
         x = randn(rng, T, I, scale=s)
         w = layer.weight.detach().clone()
-        y, _, _, _ = run_layer(layer, x, gy)
+        y, _, _, _ = forward_backward(layer, x, gy)
         # Every amax so far, oldest first: the reference's AmaxHistory replays them (empty: the first step, scale 1).
         hx, hw = np.array(ax, dtype=np.float32), np.array(aw, dtype=np.float32)
         y_ref = q(ext, x, "fp8-delayed", "x", amax_history=hx, window=2) @ \

@@ -14,6 +14,7 @@ from nibble import _ext
 from nibble.backends import emulate, quartet
 from conftest import randn
 from fake_cuda_ext import standin
+from layer_step import forward_backward
 
 T, I, O = 128, 256, 96
 ABSMAX = dict(forward_quantizer="absmax")
@@ -56,19 +57,11 @@ def composition(ext, x, w, gy, seed, step, rotate=True):
     return (xq @ wq.t()) * emulate.QUARTET_RESCALE, dx, dw
 
 
-def run(layer, x, gy):
-    x = x.clone().requires_grad_(True)
-    layer.weight.grad = layer.bias.grad = None
-    y = layer(x)
-    y.backward(gy)
-    return y.detach(), x.grad, layer.weight.grad
-
-
 @pytest.mark.parametrize("rotate", [True, False])
 def test_reference_layer_is_the_reference_composition(rotate, rng, ext):
     m = nt.Linear(I, O, recipe="quartet", backend="reference", seed=21, rotate=rotate, **ABSMAX)
     x, gy = randn(rng, T, I), randn(rng, T, O)
-    y, dx, dw = run(m, x, gy)
+    y, dx, dw, _ = forward_backward(m, x, gy)
     y_c, dx_c, dw_c = composition(ext, x, m.weight, gy, 21, 0, rotate)
     assert torch.equal(y, y_c + m.bias.detach())
     assert torch.equal(dx, dx_c) and torch.equal(dw, dw_c)
@@ -81,7 +74,7 @@ def test_layer_gemms_are_unbiased_estimates(backend, rng):
     # would show as 0.75 or 0.5625).
     m = nt.Linear(I, O, recipe="quartet", backend=backend, seed=5, **ABSMAX)
     x, gy = randn(rng, T, I), randn(rng, T, O)
-    y, dx, dw = run(m, x, gy)
+    y, dx, dw, _ = forward_backward(m, x, gy)
     w = m.weight.detach()
     for name, a, b in (("y", y - m.bias.detach(), x @ w.t()), ("dx", dx, gy @ w), ("dw", dw, gy.t() @ x)):
         # Gains measured 0.96-0.99 over seeds; relative errors 0.15-0.4 (4-bit operands, heavy-tailed inputs).
@@ -113,7 +106,7 @@ def test_emulated_layer_close_to_reference_layer(rng):
             with torch.no_grad():
                 m.weight.copy_(torch.linspace(-1, 1, I * O).reshape(O, I).sin())
                 m.bias.copy_(torch.linspace(-1, 1, O))
-            out[rotate, be] = run(m, x, gy)
+            out[rotate, be] = forward_backward(m, x, gy)
     # No rotation: no random signs, so the backward is deterministic too; only float orders differ.
     for a, b in zip(out[False, "reference"], out[False, "emulated"]):
         assert rel(a, b) < 1e-5
@@ -147,7 +140,7 @@ def test_cuda_autograd_function_with_cpu_standin(rng, ext, monkeypatch):
     x, gy = randn(rng, T, I).requires_grad_(True), randn(rng, T, O)
     y = quartet.QuartetCudaFunction.apply(x, holder.weight, holder.bias, holder)
     y.backward(gy)
-    y_r, dx_r, dw_r = run(ref, x.detach(), gy)
+    y_r, dx_r, dw_r, _ = forward_backward(ref, x.detach(), gy)
     for name, a, b in (("y", y, y_r), ("dx", x.grad, dx_r), ("dw", holder.weight.grad, dw_r)):
         assert rel(a, b) < 1e-5, (name, rel(a, b))
 
@@ -162,8 +155,8 @@ def test_gpu_absmax_layer_matches_reference(dtype, rng, cuda_ext):
     ref.load_state_dict({k: v.detach().float().cpu() if v.is_floating_point() else v.cpu()
                          for k, v in cu.state_dict().items()})
     x, gy = randn(rng, 256, 512).to(dtype), randn(rng, 256, 384).to(dtype)
-    got = run(cu, x.cuda(), gy.cuda())
-    want = run(ref, x.float(), gy.float())
+    got = forward_backward(cu, x.cuda(), gy.cuda())
+    want = forward_backward(ref, x.float(), gy.float())
     assert "absmax" in cu.last_path and "fprop GEMM emulated-exact (fp8)" in cu.last_path, cu.last_path
     # Bit-equal quantized operands: only the GEMMs' FP32 accumulation (and BF16 roundings) differ.
     bf16_out = dtype == torch.bfloat16 or "BF16 output" in cu.last_path + cu.last_backward_path

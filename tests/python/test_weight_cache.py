@@ -13,6 +13,7 @@ from nibble import _ext
 from nibble.backends import common, decoded, fp8, mxfp4, quartet
 from conftest import randn
 from fake_cuda_ext import standin
+from layer_step import forward_backward
 
 T, I, O = 128, 256, 128
 BACKEND = {"quartet": quartet, "mxfp4": mxfp4, "mxfp8": decoded, "nvfp4": decoded, "fp8-current": fp8,
@@ -38,14 +39,6 @@ def layer(recipe, w, b):
     return m
 
 
-def run(m, x, gy):
-    x = x.clone().requires_grad_(True)
-    m.weight.grad = m.bias.grad = None
-    y = m(x)
-    y.backward(gy)
-    return y.detach(), x.grad, m.weight.grad.clone(), m.bias.grad.clone()
-
-
 def bf16_valued(t):
     return t.bfloat16().float()  # mxfp8's kernels read BF16: BF16 values make both layers' inputs exact
 
@@ -60,10 +53,10 @@ def test_weight_cache_equals_fresh_quantization_with_fewer_calls(recipe, rng, ex
     with nt.weight_cache(cached_layer):
         for k, x in enumerate(xs):
             fake.calls.clear()
-            got = run(cached_layer, x, gy)
+            got = forward_backward(cached_layer, x, gy)
             n_cached = len(fake.calls)
             fake.calls.clear()
-            want = run(plain, x, gy)
+            want = forward_backward(plain, x, gy)
             n_plain = len(fake.calls)
             for name, a, c in zip(("y", "dx", "dw", "db"), got, want):
                 assert torch.equal(a, c), (recipe, k, name)
@@ -72,11 +65,11 @@ def test_weight_cache_equals_fresh_quantization_with_fewer_calls(recipe, rng, ex
         with torch.no_grad():  # an optimizer-like in-place update: the next pass quantizes the new weight
             cached_layer.weight.mul_(0.5)
             plain.weight.mul_(0.5)
-        for a, c in zip(run(cached_layer, xs[0], gy), run(plain, xs[0], gy)):
+        for a, c in zip(forward_backward(cached_layer, xs[0], gy), forward_backward(plain, xs[0], gy)):
             assert torch.equal(a, c)
         assert "W cached" not in cached_layer.last_path
     assert cached_layer._weight_copies is None
-    run(cached_layer, xs[1], gy)
+    forward_backward(cached_layer, xs[1], gy)
     assert "cached" not in cached_layer.last_path
 
 
@@ -87,9 +80,9 @@ def test_cached_weight_changes_the_result_when_stale(rng, ext, fake):
     m = layer("mxfp4", w, torch.zeros(O))
     x, gy = randn(rng, T, I), randn(rng, T, O)
     with nt.weight_cache(m):
-        y0 = run(m, x, gy)[0]
+        y0 = forward_backward(m, x, gy)[0]
         m.weight.data.copy_(w * 2.0)
-        y1 = run(m, x, gy)[0]
+        y1 = forward_backward(m, x, gy)[0]
     assert torch.equal(y0, y1)  # the stale copy was used
-    y2 = run(m, x, gy)[0]
+    y2 = forward_backward(m, x, gy)[0]
     assert np.allclose(y2.numpy(), 2.0 * y0.numpy(), rtol=1e-5, atol=1e-6)
