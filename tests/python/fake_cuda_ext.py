@@ -454,3 +454,20 @@ class CheckedFakeExt(FakeCudaExt):
 
 def standin(ext):
     return CheckedFakeExt(ext) if ext.has_cuda else FakeCudaExt(ext)
+
+
+def install_standin(ext, monkeypatch, route=None):
+    """Makes the stand-in nibble's extension for one test (monkeypatch undoes it) and returns it. `route`
+    maps recipe names to the nibble.backends module that runs them: backend-cuda layers of those recipes
+    then run that module on CPU tensors (reference-backend layers, and other recipes, stay where they were)."""
+    import nibble.torch as nt
+    from nibble import _ext
+    from nibble.backends import common
+
+    f = standin(ext)
+    monkeypatch.setattr(_ext, "_loaded", f)
+    monkeypatch.setattr(common, "_NO_FP32_OUTPUT", set())
+    if route is not None:
+        monkeypatch.setattr(nt.Linear, "_cuda_kernels",
+                            lambda self, x: route.get(self.recipe) if self.options["backend"] == "cuda" else None)
+    return f

@@ -15,10 +15,10 @@ import pytest
 import torch
 
 import nibble.torch as nt
-from nibble import _ext, seeds
-from nibble.backends import common, decoded
+from nibble import seeds
+from nibble.backends import decoded
 from conftest import randn
-from fake_cuda_ext import standin
+from fake_cuda_ext import install_standin, standin
 from layer_step import forward_backward
 
 ENTRY_POINTS = {"quantize_mxfp8_cuda", "decode_mxfp8_bf16_cuda", "quantize_nvfp4_cuda", "decode_nvfp4_bf16_cuda"}
@@ -68,12 +68,7 @@ def inputs(rng, recipe, dtype, t=T, i=I, o=O):
 def fake(ext, monkeypatch):
     """The CPU stand-in as nibble's extension, and backend-cuda mxfp8 / nvfp4 layers routed to nibble.backends.decoded
     on CPU tensors (reference-backend layers stay on the reference)."""
-    f = standin(ext)
-    monkeypatch.setattr(_ext, "_loaded", f)
-    monkeypatch.setattr(common, "_NO_FP32_OUTPUT", set())
-    monkeypatch.setattr(nt.Linear, "_cuda_kernels", lambda self, x: decoded if self.options["backend"] == "cuda"
-                        and self.recipe in RECIPES else None)
-    return f
+    return install_standin(ext, monkeypatch, {r: decoded for r in RECIPES})
 
 
 # ---------------------------------------------------------------------------------------------- CPU

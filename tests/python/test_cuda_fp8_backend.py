@@ -14,10 +14,9 @@ import pytest
 import torch
 
 import nibble.torch as nt
-from nibble import _ext
 from nibble.backends import common, fp8
 from conftest import randn
-from fake_cuda_ext import standin
+from fake_cuda_ext import install_standin, standin
 from layer_step import forward_backward
 
 FP8_RECIPES = ("fp8-current", "fp8-delayed", "fp8-block")
@@ -59,12 +58,7 @@ def pair(recipe, dtype=torch.float32, device="cpu", seed=5, i=I, o=O, **opts):
 def fake(ext, monkeypatch):
     """The CPU stand-in as nibble's extension, and backend-cuda layers routed to nibble.backends.fp8 on CPU tensors
     (reference-backend layers stay on the reference)."""
-    f = standin(ext)
-    monkeypatch.setattr(_ext, "_loaded", f)
-    monkeypatch.setattr(common, "_NO_FP32_OUTPUT", set())
-    monkeypatch.setattr(nt.Linear, "_cuda_kernels", lambda self, x: fp8 if self.options["backend"] == "cuda"
-                        and self.recipe in fp8.RECIPES else None)
-    return f
+    return install_standin(ext, monkeypatch, {r: fp8 for r in fp8.RECIPES})
 
 
 # ---------------------------------------------------------------------------------------------- CPU

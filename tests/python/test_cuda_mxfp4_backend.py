@@ -15,10 +15,9 @@ import pytest
 import torch
 
 import nibble.torch as nt
-from nibble import _ext
-from nibble.backends import common, mxfp4
+from nibble.backends import mxfp4
 from conftest import randn
-from fake_cuda_ext import standin
+from fake_cuda_ext import install_standin, standin
 from layer_step import forward_backward
 
 MX_ENTRY_POINTS = {"quantize_mxfp4_cuda", "quantize_mxfp4_rowcol_cuda"}
@@ -64,12 +63,7 @@ def spread_input(rng, pattern, t=64, i=256):
 def fake(ext, monkeypatch):
     """The CPU stand-in as nibble's extension, and backend-cuda layers routed to nibble.backends.mxfp4 on CPU tensors
     (reference-backend layers stay on the reference)."""
-    f = standin(ext)
-    monkeypatch.setattr(_ext, "_loaded", f)
-    monkeypatch.setattr(common, "_NO_FP32_OUTPUT", set())
-    monkeypatch.setattr(nt.Linear, "_cuda_kernels", lambda self, x: mxfp4 if self.options["backend"] == "cuda"
-                        and self.recipe == "mxfp4" else None)
-    return f
+    return install_standin(ext, monkeypatch, {"mxfp4": mxfp4})
 
 
 # ---------------------------------------------------------------------------------------------- CPU

@@ -12,10 +12,10 @@ import pytest
 import torch
 
 import nibble.torch as nt
-from nibble import _ext, ops
-from nibble.backends import common, decoded, fp8, mxfp4, quartet
+from nibble import ops
+from nibble.backends import decoded, fp8, mxfp4, quartet
 from conftest import randn
-from fake_cuda_ext import standin
+from fake_cuda_ext import install_standin
 
 T, I, O = 128, 128, 256  # multiples of every recipe's block (fp8-block: 128 along tokens too)
 MODULES = {"quartet": quartet, "mxfp4": mxfp4, "mxfp8": decoded, "nvfp4": decoded, "fp8-current": fp8,
@@ -24,10 +24,7 @@ MODULES = {"quartet": quartet, "mxfp4": mxfp4, "mxfp8": decoded, "nvfp4": decode
 
 @pytest.fixture
 def fake(ext, monkeypatch):
-    f = standin(ext)
-    monkeypatch.setattr(_ext, "_loaded", f)
-    monkeypatch.setattr(common, "_NO_FP32_OUTPUT", set())
-    return f
+    return install_standin(ext, monkeypatch)
 
 
 def layers(recipe, rng, **opts):

@@ -9,10 +9,9 @@ import pytest
 import torch
 
 import nibble.torch as nt
-from nibble import _ext
-from nibble.backends import common, decoded, fp8, mxfp4, quartet
+from nibble.backends import decoded, fp8, mxfp4, quartet
 from conftest import randn
-from fake_cuda_ext import standin
+from fake_cuda_ext import install_standin
 from layer_step import forward_backward
 
 T, I, O = 128, 256, 128
@@ -23,12 +22,7 @@ OPTIONS = {"fp8-delayed": dict(delayed_first_step="own_amax")}
 
 @pytest.fixture
 def fake(ext, monkeypatch):
-    f = standin(ext)
-    monkeypatch.setattr(_ext, "_loaded", f)
-    monkeypatch.setattr(common, "_NO_FP32_OUTPUT", set())
-    monkeypatch.setattr(nt.Linear, "_cuda_kernels",
-                        lambda self, x: BACKEND.get(self.recipe) if self.options["backend"] == "cuda" else None)
-    return f
+    return install_standin(ext, monkeypatch, BACKEND)
 
 
 def layer(recipe, w, b):
