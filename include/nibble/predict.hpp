@@ -162,8 +162,15 @@ struct PredictionError {
   bench::Mode mode;
   double predicted_ms = 0, measured_ms = 0, relative_error = 0;
 };
+// Throws std::invalid_argument when the two results are not of the same workload (workload_difference).
 std::vector<PredictionError> compare_prediction(const bench::BenchResult& predicted,
                                                 const bench::BenchResult& measured);
+
+// How two results' workloads differ, in words ("" when they are the same): blocks, tokens per
+// micro-batch, micro-batches per optimizer step, the routed experts' path and tokens (MoE), and the GEMM
+// list (layer, pass, M, K, N, count) where both files record them. Times of different workloads cannot be
+// compared row by row.
+std::string workload_difference(const bench::BenchResult& a, const bench::BenchResult& b);
 
 }  // namespace nibble::predict
 

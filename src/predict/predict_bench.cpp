@@ -7,8 +7,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
+#include <stdexcept>
+#include <string>
 
 namespace nibble::predict {
 
@@ -173,8 +176,59 @@ bench::BenchResult predict_bench(const workload::Workload& w, const std::vector<
   return out;
 }
 
+namespace {
+
+// "qkv fprop 8192x4096x6144 x1" for a GEMM entry of a result's workload JSON.
+std::string gemm_text(const nlohmann::json& g) {
+  return fmt::format("{} {} {}x{}x{} x{}", g.value("layer", std::string("?")), g.value("pass", std::string("?")),
+                     g.value("m", int64_t{0}), g.value("k", int64_t{0}), g.value("n", int64_t{0}),
+                     g.value("count", int64_t{1}));
+}
+
+const nlohmann::json* gemm_list(const bench::BenchResult& r) {
+  if (!r.model.is_object()) return nullptr;
+  const auto it = r.model.find("gemms");
+  return it != r.model.end() && it->is_array() ? &*it : nullptr;
+}
+
+}  // namespace
+
+std::string workload_difference(const bench::BenchResult& a, const bench::BenchResult& b) {
+  if (a.layers != b.layers) return fmt::format("{} blocks vs {}", a.layers, b.layers);
+  if (a.tokens != b.tokens) return fmt::format("{} tokens per micro-batch vs {}", a.tokens, b.tokens);
+  if (a.grad_accum != b.grad_accum)
+    return fmt::format("{} micro-batches per optimizer step (--grad-accum) vs {}", a.grad_accum, b.grad_accum);
+  const nlohmann::json* ma = a.model.is_object() && a.model.contains("moe") ? &a.model["moe"] : nullptr;
+  const nlohmann::json* mb = b.model.is_object() && b.model.contains("moe") ? &b.model["moe"] : nullptr;
+  if (ma != nullptr && mb != nullptr && ma->is_object() && mb->is_object()) {
+    const std::string pa = ma->value("path", std::string()), pb = mb->value("path", std::string());
+    if (!pa.empty() && !pb.empty() && pa != pb) return fmt::format("routed experts {} vs {} (--moe)", pa, pb);
+    if (ma->contains("tokens") && mb->contains("tokens") && (*ma)["tokens"] != (*mb)["tokens"])
+      return fmt::format("routed tokens per expert {} vs {} (--token-imbalance)", (*ma)["tokens"].dump(),
+                         (*mb)["tokens"].dump());
+  }
+  const nlohmann::json* ga = gemm_list(a);
+  const nlohmann::json* gb = gemm_list(b);
+  if (ga == nullptr || gb == nullptr) return "";  // a file without a GEMM list: blocks and tokens are all there is
+  const size_t n = std::min(ga->size(), gb->size());
+  for (size_t i = 0; i < n; ++i) {
+    const std::string x = gemm_text((*ga)[i]), y = gemm_text((*gb)[i]);
+    if (x != y) return fmt::format("GEMM {} is {} vs {}", i + 1, x, y);
+  }
+  if (ga->size() != gb->size())
+    return fmt::format("{} GEMMs vs {} (the first extra one: {})", ga->size(), gb->size(),
+                       gemm_text(ga->size() > n ? (*ga)[n] : (*gb)[n]));
+  return "";
+}
+
 std::vector<PredictionError> compare_prediction(const bench::BenchResult& predicted,
                                                 const bench::BenchResult& measured) {
+  if (const std::string d = workload_difference(predicted, measured); !d.empty())
+    throw std::invalid_argument(fmt::format(
+        "the prediction and the measurement are of different workloads ({}, prediction first); predict the "
+        "measured workload: the same model, micro batch and sequence, --lm-head / --attention, MoE path and "
+        "--token-imbalance, and --grad-accum",
+        d));
   std::vector<PredictionError> out;
   const auto p = bench::summarize(predicted);
   const auto m = bench::summarize(measured);

@@ -46,6 +46,12 @@ void add_workload_options(CLI::App& app, WorkloadOptions& o) {
       ->capture_default_str();
 }
 
+bool any_model_option(const ModelCliOptions& o) {
+  return !o.preset.empty() || !o.hf_config.empty() || o.hidden || o.ffn || o.heads || o.kv_heads || o.head_dim ||
+         o.layers || o.vocab || o.gated || o.experts || o.top_k || o.moe_ffn || o.shared_experts || o.shared_ffn ||
+         o.tp || o.micro_batch || o.seq_len;
+}
+
 ModelConfig resolve_model(const ModelCliOptions& o) {
   ModelConfig m;
   if (!o.preset.empty()) {

@@ -146,8 +146,8 @@ TEST(CliBench, MoeBothAnnouncesOnce) {
   EXPECT_EQ(r.err.find(what, first + 1), std::string::npos) << r.err;
 }
 
-// `nibble predict --moe` runs the routed experts the way `nibble bench --moe` does (grouped by default), and
-// --against says when the measured file ran them another way or spread the tokens otherwise.
+// `nibble predict --against` predicts the measured MoE workload: what the command line leaves out (here --moe)
+// comes from the file, and a path or token spread that contradicts the file is refused, naming the option.
 TEST(CliPredict, MoePathMatchesBench) {
   CliSandbox box;
   const std::string model = "--hf-config tests/workload/fixtures/mixtral-8x7b.config.json --mbs 1 --seq 4096 ";
@@ -156,8 +156,8 @@ TEST(CliPredict, MoePathMatchesBench) {
   const auto g = box.run("predict --gpu 'H100 SXM' --recipes bf16,fp8-delayed " + model +
                          "--token-imbalance 2 --json " + box.path("g.json") + " --against " + box.path("b.json"));
   ASSERT_EQ(g.exit_code, 0) << g.err;
-  EXPECT_EQ(load(box.path("g.json")).at("model").at("moe").at("path"), "grouped");
-  EXPECT_NE(g.err.find("pass --moe per-expert to compare like with like"), std::string::npos) << g.err;
+  EXPECT_EQ(load(box.path("g.json")).at("model").at("moe").at("path"), "per-expert");
+  EXPECT_NE(g.out.find("(as measured): --moe per-expert"), std::string::npos) << g.out;
   EXPECT_NE(g.out.find("experts: 2048, 896 x6, 768; max/mean 2.00"), std::string::npos) << g.out;
   const auto p = box.run("predict --gpu 'H100 SXM' --recipes bf16,fp8-delayed " + model +
                          "--token-imbalance 2 --moe per-expert --json " + box.path("p.json") + " --against " +
@@ -165,8 +165,7 @@ TEST(CliPredict, MoePathMatchesBench) {
   ASSERT_EQ(p.exit_code, 0) << p.err;
   const auto pj = load(box.path("p.json")), bj = load(box.path("b.json"));
   EXPECT_EQ(pj.at("model").at("moe").at("path"), "per-expert");
-  EXPECT_EQ(p.err.find("compare like with like"), std::string::npos) << p.err;
-  EXPECT_EQ(p.err.find("spread its routed tokens differently"), std::string::npos) << p.err;
+  EXPECT_EQ(p.out.find("(as measured)"), std::string::npos) << p.out;  // everything was given
   // Like with like: the same expert rows as the bench's (count, shapes), so the totals agree.
   auto expert_rows = [](const nlohmann::json& j) {
     std::vector<std::tuple<std::string, std::string, int64_t, int64_t>> rows;
@@ -177,13 +176,58 @@ TEST(CliPredict, MoePathMatchesBench) {
   };
   EXPECT_EQ(expert_rows(pj), expert_rows(bj));
   EXPECT_FALSE(expert_rows(pj).empty());
-  const auto even = box.run("predict --gpu 'H100 SXM' --recipes bf16 " + model + "--moe per-expert --against " +
+  // Both sides are the same model's predictions for the same GPU: every error is zero.
+  EXPECT_NE(p.out.find("+0.0%"), std::string::npos) << p.out;
+  EXPECT_EQ(p.out.find("outside 10%"), std::string::npos) << p.out;
+  const auto grouped = box.run("predict --gpu 'H100 SXM' --recipes bf16 " + model + "--token-imbalance 2 --moe grouped "
+                               "--json " + box.path("x.json") + " --against " + box.path("b.json"));
+  EXPECT_NE(grouped.exit_code, 0);
+  EXPECT_NE(grouped.err.find("routed experts grouped vs per-expert (--moe)"), std::string::npos) << grouped.err;
+  const auto even = box.run("predict --gpu 'H100 SXM' --recipes bf16 " + model +
+                            "--moe per-expert --token-imbalance 1 --json " + box.path("x.json") + " --against " +
                             box.path("b.json"));
-  ASSERT_EQ(even.exit_code, 0) << even.err;
-  EXPECT_NE(even.err.find("spread its routed tokens differently"), std::string::npos) << even.err;
+  EXPECT_NE(even.exit_code, 0);
+  EXPECT_NE(even.err.find("(--token-imbalance)"), std::string::npos) << even.err;
+  EXPECT_FALSE(std::filesystem::exists(box.path("x.json")));  // refused before writing anything
   const auto bad = box.run("predict --gpu 'H100 SXM' " + model + "--moe both");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("--moe"), std::string::npos) << bad.err;
+}
+
+// Without model options, `nibble predict --against` predicts the model the file measured (with its LM head
+// and --grad-accum); model options that describe another workload are refused, naming the difference.
+TEST(CliPredict, AgainstPredictsTheMeasuredWorkload) {
+  CliSandbox box;
+  const auto bench = box.run("bench --gpu 'H100 SXM' --quiet --model llama-3-8b --seq 2048 --lm-head --grad-accum 4 "
+                             "--recipes bf16,quartet --json " + box.path("l.json"));
+  ASSERT_EQ(bench.exit_code, 0) << bench.err;
+  const auto same = box.run("predict --gpu 'H100 SXM' --recipes bf16,quartet --json " + box.path("s.json") +
+                            " --against " + box.path("l.json"));
+  ASSERT_EQ(same.exit_code, 0) << same.err;
+  EXPECT_NE(same.out.find("(as measured): model llama-3-8b, --lm-head"), std::string::npos) << same.out;
+  EXPECT_NE(same.out.find("--grad-accum 4 as in"), std::string::npos) << same.out;
+  const auto sj = load(box.path("s.json"));
+  EXPECT_EQ(sj.at("tokens"), 2048);
+  EXPECT_EQ(sj.at("model").at("model").at("name"), "llama-3-8b");
+  size_t errors = 0;
+  for (size_t at = same.out.find("predicted "); at != std::string::npos; at = same.out.find("predicted ", at + 1)) {
+    const size_t eol = same.out.find('\n', at);
+    const std::string line = same.out.substr(at, eol - at);
+    if (line.find("measured") == std::string::npos) continue;
+    ++errors;
+    EXPECT_NE(line.find("+0.0%"), std::string::npos) << line;
+  }
+  EXPECT_EQ(errors, 4u) << same.out;  // 2 recipes x the bench's 2 default modes
+  for (const std::string& other : {std::string("--model codonfm-5b"), std::string("--model llama-3-8b --seq 4096")}) {
+    const auto r = box.run("predict --gpu 'H100 SXM' --recipes bf16 " + other + " --json " + box.path("o.json") +
+                           " --against " + box.path("l.json"));
+    EXPECT_NE(r.exit_code, 0) << other;
+    EXPECT_NE(r.err.find("different workloads"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(box.path("o.json"))) << other;
+  }
+  const auto no_head = box.run("predict --gpu 'H100 SXM' --recipes bf16 --model llama-3-8b --seq 2048 --against " +
+                               box.path("l.json"));
+  EXPECT_EQ(no_head.exit_code, 0) << no_head.err;  // --lm-head still comes from the file
 }
 
 }  // namespace

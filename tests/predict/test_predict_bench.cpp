@@ -37,6 +37,32 @@ TEST(PredictBench, H200MatchesSpecReferenceWithinTenPercent) {
   EXPECT_NEAR(block / 17.3, 1.0, 0.10) << block;
 }
 
+// Times of two workloads are never compared: each difference is named (blocks, tokens, --grad-accum, a GEMM).
+TEST(PredictBench, ComparesOnlyTheSameWorkload) {
+  const auto base = predict_bench(codonfm(), {"bf16"}, {Mode::step}, "H200 SXM");
+  EXPECT_EQ(workload_difference(base, base), "");
+  EXPECT_NO_THROW(compare_prediction(base, base));
+  auto model = workload::load_preset("codonfm-5b");
+  model.seq_len = 256;
+  const auto shorter = predict_bench(workload::derive_workload(model), {"bf16"}, {Mode::step}, "H200 SXM");
+  EXPECT_EQ(workload_difference(base, shorter), "15872 tokens per micro-batch vs 7936");
+  EXPECT_THROW(compare_prediction(base, shorter), std::invalid_argument);
+  model = workload::load_preset("codonfm-5b");
+  model.ffn = 8192;  // same tokens and blocks, other GEMMs
+  const auto narrower = predict_bench(workload::derive_workload(model), {"bf16"}, {Mode::step}, "H200 SXM");
+  EXPECT_EQ(workload_difference(base, narrower).rfind("GEMM 7 is mlp_up fprop 15872x4096x16384 x1 vs mlp_up", 0), 0u)
+      << workload_difference(base, narrower);
+  PredictOptions ga;
+  ga.grad_accum = 8;
+  const auto accumulated = predict_bench(codonfm(), {"bf16"}, {Mode::step}, "H200 SXM", ga);
+  EXPECT_NE(workload_difference(base, accumulated).find("(--grad-accum)"), std::string::npos);
+  workload::WorkloadOptions head;
+  head.lm_head = true;
+  const auto with_head = predict_bench(workload::derive_workload(workload::load_preset("codonfm-5b"), head), {"bf16"},
+                                       {Mode::step}, "H200 SXM");
+  EXPECT_EQ(workload_difference(base, with_head), "12 GEMMs vs 15 (the first extra one: lm_head fprop 15872x4096x69 x1)");
+}
+
 // Every (recipe, mode) of `measured` (8 recipes x 2 modes) predicted within 10% of its layer time.
 void expect_every_recipe_within_ten_percent(const bench::BenchResult& prediction, const bench::BenchResult& measured) {
   const auto predicted = bench::summarize(prediction);

@@ -28,4 +28,7 @@ void add_workload_options(CLI::App& app, WorkloadOptions& options);  // --lm-hea
 // Applies preset -> hf config -> flags and validates; throws std::invalid_argument naming the field.
 ModelConfig resolve_model(const ModelCliOptions& options);
 
+// Whether the command line named a model at all (--model, --hf-config or any size or batch flag).
+bool any_model_option(const ModelCliOptions& options);
+
 }  // namespace nibble::workload
