@@ -109,8 +109,12 @@ std::string interval_text(const FitResult& fit, const std::string& name) {
 
 void print_fit_table(const FitResult& fit) {
   fmt::print("Scaling-law fit ({}), solver: {}\n", fit.law.source, fit.solver);
-  fmt::print("  {} of {} initialisations converged; {} bootstrap resamples; Huber delta {:g} on log loss\n",
-             fit.converged_starts, fit.starts, fit.bootstrap_samples, fit.huber_delta);
+  if (fit.base_held)
+    fmt::print("  base constants held, only the schemes' efficiencies fitted; {} bootstrap resamples; Huber delta "
+               "{:g} on log loss\n", fit.bootstrap_samples, fit.huber_delta);
+  else
+    fmt::print("  {} of {} initialisations converged; {} bootstrap resamples; Huber delta {:g} on log loss\n",
+               fit.converged_starts, fit.starts, fit.bootstrap_samples, fit.huber_delta);
   fmt::print("\n  {:<6} {:>12}  95% interval\n", "const", "value");
   const std::pair<const char*, double> c[] = {{"A", fit.law.A}, {"alpha", fit.law.alpha}, {"B", fit.law.B},
                                               {"beta", fit.law.beta}, {"E", fit.law.E}, {"gamma", fit.law.gamma}};
@@ -134,11 +138,15 @@ void print_fit_table(const FitResult& fit) {
 }
 
 std::function<int()> setup_fit(CLI::App* app) {
-  struct Args { std::string runs, base = "bf16", json, solver = "auto", format = "table"; int starts = 64, boot = 100; std::uint64_t seed = 20250; };
+  struct Args { std::string runs, base = "bf16", hold_base, json, solver = "auto", format = "table"; int starts = 64, boot = 100; std::uint64_t seed = 20250; };
   auto a = std::make_shared<Args>();
   app->add_option("runs", a->runs, "CSV with columns scheme,n,d,loss (other columns kept as metadata)")
       ->required()->check(CLI::ExistingFile);
   app->add_option("--base-scheme", a->base, "full-precision scheme the base constants are fitted on")->capture_default_str();
+  app->add_option("--hold-base", a->hold_base,
+                  "hold the base constants (A, alpha, B, beta, E, gamma) of this fit JSON, e.g. "
+                  "data/law/published_quartet_fit.json, and fit only the schemes' efficiencies")
+      ->check(CLI::ExistingFile);
   app->add_option("--json", a->json, "write the fit (A, alpha, B, beta, E, gamma, schemes, residuals) here");
   app->add_option("--starts", a->starts, "random initialisations")->capture_default_str();
   app->add_option("--bootstrap", a->boot, "bootstrap resamples for the intervals (0: none)")->capture_default_str();
@@ -155,6 +163,7 @@ std::function<int()> setup_fit(CLI::App* app) {
     if (a->solver == "ceres") o.solver = FitSolver::ceres;
     else if (a->solver == "eigen-lm") o.solver = FitSolver::eigen_lm;
     else if (a->solver != "auto") throw std::invalid_argument(fmt::format("--solver {} must be auto, ceres or eigen-lm", a->solver));
+    if (!a->hold_base.empty()) o.held_base = load_fit(a->hold_base).law;
     nibble::report::check_output_paths({a->json});  // fail on an unwritable path before the long fit
     FitResult fit = fit_scaling_law(read_runs_csv(a->runs), o);
     fit.law.source += " from " + a->runs;

@@ -137,6 +137,110 @@ Interval percentile_interval(std::vector<double> v) {
   return {at(0.025), at(0.975)};
 }
 
+void check_scheme_runs(const std::map<std::string, std::vector<const Run*>>& by_scheme, const std::string& base) {
+  for (const auto& [name, rs] : by_scheme) {
+    if (name == base) continue;
+    std::set<double> ratios;
+    for (const Run* r : rs) ratios.insert(r->d / r->n);
+    if (static_cast<int>(rs.size()) < kMinSchemeRuns || ratios.size() < 2)
+      throw std::invalid_argument(fmt::format(
+          "too few runs of scheme '{}' to fit its efficiencies: {} runs with {} distinct d/n; eff_n and "
+          "eff_d need at least {} runs at 2 or more tokens-per-parameter ratios",
+          name, rs.size(), ratios.size(), kMinSchemeRuns));
+  }
+}
+
+// Every run's prediction under the fit and its log residual, and their rms.
+void add_residuals(FitResult& fit, const std::vector<Run>& runs) {
+  double sum_sq = 0;
+  for (const Run& r : runs) {
+    RunResidual rr{r, predict_loss(fit.law, r.n, r.d, fit.schemes[r.scheme].eff), 0};
+    rr.log_residual = std::log(rr.predicted) - std::log(r.loss);
+    sum_sq += rr.log_residual * rr.log_residual;
+    fit.residuals.push_back(std::move(rr));
+  }
+  fit.rms_log_residual = std::sqrt(sum_sq / runs.size());
+}
+
+// The schemes' efficiencies under base constants that are given, not fitted (FitOptions::held_base), with
+// bootstrap intervals from resampling each scheme's runs.
+FitResult fit_with_held_base(const std::vector<Run>& runs,
+                             const std::map<std::string, std::vector<const Run*>>& by_scheme, const FitOptions& o) {
+  const LawConstants& held = *o.held_base;
+  validate(held);
+  for (const Run& r : runs)
+    if (!(r.loss > held.E))
+      throw std::invalid_argument(fmt::format(
+          "run at line {} ({} n={:g} d={:g}) has loss {:g}, at or below the held constants' irreducible loss E = "
+          "{:g}: they describe another dataset or tokenizer. Fit the base constants on your own '{}' runs instead "
+          "(leave out --hold-base)",
+          r.line, r.scheme, r.n, r.d, r.loss, held.E, o.base_scheme));
+  check_scheme_runs(by_scheme, o.base_scheme);
+  const std::vector<double> base = {std::log(held.A), held.alpha, std::log(held.B), held.beta, std::log(held.E),
+                                    held.gamma};
+  const Backend backend = backend_for(o.solver);
+  std::mt19937_64 rng(o.seed);
+  FitResult fit;
+  fit.law = held;
+  fit.law.source = fmt::format("base constants held (not fitted): {}", held.source);
+  fit.base_scheme = o.base_scheme;
+  fit.base_held = true;
+  fit.solver = detail::backend_name(backend);
+  fit.huber_delta = o.huber_delta;
+  fit.schemes[o.base_scheme].runs = 0;
+  std::map<std::string, std::vector<double>> ln_eff;
+  for (const auto& [name, rs] : by_scheme) {
+    SchemeFit& sf = fit.schemes[name];
+    sf.runs = static_cast<int>(rs.size());
+    if (name != o.base_scheme) {
+      bool ok = false;
+      ln_eff[name] = fit_efficiency(points_of(rs), base, kEfficiencyStarts, o, backend, &ok);
+      if (!ok)
+        throw std::runtime_error(fmt::format("the efficiency fit of scheme '{}' did not converge; check its runs",
+                                             name));
+      sf.eff = {std::exp(ln_eff[name][0]), std::exp(ln_eff[name][1])};
+    }
+    sf.eff_n_interval = {sf.eff.eff_n, sf.eff.eff_n};
+    sf.eff_d_interval = {sf.eff.eff_d, sf.eff.eff_d};
+  }
+  std::map<std::string, std::vector<double>> samples;
+  for (int b = 0; b < o.bootstrap; ++b) {
+    std::map<std::string, std::vector<double>> effs;
+    bool all_ok = true;
+    for (const auto& [name, e] : ln_eff) {
+      const auto& rs = by_scheme.at(name);
+      std::uniform_int_distribution<size_t> pick(0, rs.size() - 1);
+      std::vector<const Run*> drawn;
+      for (size_t i = 0; i < rs.size(); ++i) drawn.push_back(rs[pick(rng)]);
+      bool ok = false;
+      effs[name] = fit_efficiency(points_of(drawn), base, {e}, o, backend, &ok);
+      all_ok = all_ok && ok;
+    }
+    if (!all_ok) continue;
+    for (const auto& [name, e] : effs) {
+      samples[name + ".eff_n"].push_back(std::exp(e[0]));
+      samples[name + ".eff_d"].push_back(std::exp(e[1]));
+    }
+    ++fit.bootstrap_samples;
+  }
+  if (fit.bootstrap_samples >= 10) {
+    fit.has_intervals = true;
+    // Held constants have no uncertainty of this fit's making: their intervals are the values themselves.
+    for (const auto& [name, v] : {std::pair{"A", held.A}, std::pair{"alpha", held.alpha}, std::pair{"B", held.B},
+                                  std::pair{"beta", held.beta}, std::pair{"E", held.E}, std::pair{"gamma", held.gamma}})
+      fit.intervals[name] = {v, v};
+    for (auto& [name, sf] : fit.schemes) {
+      if (!ln_eff.count(name)) continue;
+      sf.eff_n_interval = percentile_interval(samples[name + ".eff_n"]);
+      sf.eff_d_interval = percentile_interval(samples[name + ".eff_d"]);
+      if (sf.eff_n_interval.hi - sf.eff_n_interval.lo > 0.5 * sf.eff.eff_n) fit.poorly_determined.push_back(name + ".eff_n");
+      if (sf.eff_d_interval.hi - sf.eff_d_interval.lo > 0.5 * sf.eff.eff_d) fit.poorly_determined.push_back(name + ".eff_d");
+    }
+  }
+  add_residuals(fit, runs);
+  return fit;
+}
+
 void check_exponents_inside_bounds(const std::vector<double>& x) {
   const char* names[] = {"ln A", "alpha", "ln B", "beta", "ln E", "gamma"};
   for (int j : {1, 3, 5})
@@ -155,6 +259,7 @@ FitResult fit_scaling_law(const std::vector<Run>& runs, const FitOptions& o) {
   if (!(o.huber_delta > 0)) throw std::invalid_argument("huber_delta must be positive");
   std::map<std::string, std::vector<const Run*>> by_scheme;
   for (const Run& r : runs) by_scheme[r.scheme].push_back(&r);
+  if (o.held_base) return fit_with_held_base(runs, by_scheme, o);
   if (!by_scheme.count(o.base_scheme)) {
     std::vector<std::string> names;
     for (const auto& [name, _] : by_scheme) names.push_back(name);
@@ -171,16 +276,7 @@ FitResult fit_scaling_law(const std::vector<Run>& runs, const FitOptions& o) {
         "constants need at least {} runs spanning at least 2 values of n and 2 of d (more is better: "
         "the published fit used dozens)",
         o.base_scheme, base_runs.size(), ns.size(), ds.size(), kMinBaseRuns));
-  for (const auto& [name, rs] : by_scheme) {
-    if (name == o.base_scheme) continue;
-    std::set<double> ratios;
-    for (const Run* r : rs) ratios.insert(r->d / r->n);
-    if (static_cast<int>(rs.size()) < kMinSchemeRuns || ratios.size() < 2)
-      throw std::invalid_argument(fmt::format(
-          "too few runs of scheme '{}' to fit its efficiencies: {} runs with {} distinct d/n; eff_n and "
-          "eff_d need at least {} runs at 2 or more tokens-per-parameter ratios",
-          name, rs.size(), ratios.size(), kMinSchemeRuns));
-  }
+  check_scheme_runs(by_scheme, o.base_scheme);
 
   const Backend backend = backend_for(o.solver);
   std::mt19937_64 rng(o.seed);
@@ -271,14 +367,7 @@ FitResult fit_scaling_law(const std::vector<Run>& runs, const FitOptions& o) {
     }
   }
 
-  double sum_sq = 0;
-  for (const Run& r : runs) {
-    RunResidual rr{r, predict_loss(fit.law, r.n, r.d, fit.schemes[r.scheme].eff), 0};
-    rr.log_residual = std::log(rr.predicted) - std::log(r.loss);
-    sum_sq += rr.log_residual * rr.log_residual;
-    fit.residuals.push_back(std::move(rr));
-  }
-  fit.rms_log_residual = std::sqrt(sum_sq / runs.size());
+  add_residuals(fit, runs);
   return fit;
 }
 

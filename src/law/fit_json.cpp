@@ -35,6 +35,7 @@ nlohmann::json fit_to_json(const FitResult& fit) {
   j["source"] = fit.law.source;
   j["law"] = "L = (A / (N eff_n)^alpha + B / (D eff_d)^beta)^gamma + E";
   j["base_scheme"] = fit.base_scheme;
+  j["base_constants"] = fit.base_held ? "held" : "fitted";
   j["solver"] = fit.solver;
   j["huber_delta"] = fit.huber_delta;
   j["starts"] = fit.starts;
@@ -83,6 +84,7 @@ FitResult fit_from_json(const nlohmann::json& j, const std::string& origin) {
   fit.law.source = fields::text_or(j, "source", "fit JSON", top) + " [" + origin + "]";
   validate(fit.law);
   fit.base_scheme = fields::text_or(j, "base_scheme", "bf16", top);
+  fit.base_held = fields::text_or(j, "base_constants", "fitted", top) == "held";
   fit.solver = fields::text_or(j, "solver", "", top);
   if (j.contains("intervals") && j["intervals"].is_object()) {
     fit.has_intervals = true;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -99,6 +100,27 @@ TEST(CliLaw, FitTooFewRunsFailsSayingHowMany) {
                           " --starts 8 --bootstrap 0");
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
   EXPECT_EQ(box.listing(), "fit.json runs.csv");
+}
+
+// --hold-base: the shipped example runs (drawn from the published law) fitted with the published constants held
+// give back the published Quartet efficiencies; runs below the held E are refused before anything is written.
+TEST(CliLaw, FitWithHeldBaseConstants) {
+  CliSandbox box;
+  const auto r = box.run("law fit data/law/example_runs.csv --hold-base data/law/published_quartet_fit.json "
+                         "--bootstrap 20 --json " + box.path("fit.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(mentions(r.out, "base constants held, only the schemes' efficiencies fitted")) << r.out;
+  std::ifstream in(box.path("fit.json"));
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j.at("base_constants"), "held");
+  EXPECT_EQ(j.at("A").get<double>(), 1.52e5);
+  EXPECT_NEAR(j.at("schemes").at("quartet").at("eff_n").get<double>(), 0.65, 0.02);
+  EXPECT_NEAR(j.at("schemes").at("quartet").at("eff_d").get<double>(), 0.95, 0.02);
+  write(box / "low.csv", "scheme,n,d,loss\nquartet,3e7,3e8,1.2\nquartet,3e7,6e8,1.1\nquartet,5e7,5e8,1.0\n");
+  const auto low = box.run("law fit " + box.path("low.csv") + " --hold-base data/law/published_quartet_fit.json "
+                           "--json " + box.path("low.json"));
+  expect_failure(low, "irreducible loss E = 1.35");
+  EXPECT_FALSE(std::filesystem::exists(box.path("low.json")));
 }
 
 TEST(CliLaw, PlanWithBenchLackingTheRecipeFails) {

@@ -251,6 +251,61 @@ TEST(FitBadInput, LossRisingWithSizeDoesNotConverge) {
   }
 }
 
+// With the base constants held (here: the true law), only the efficiencies are fitted, from the scheme's runs
+// alone; the result says the constants were held and gives them no interval of this fit's making.
+TEST(HeldBase, RecoversEfficienciesFromTheSchemeRunsAlone) {
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
+  std::uniform_real_distribution<double> u(0, 1);
+  const Efficiency truth{0.5 + 0.4 * u(rng), 0.6 + 0.35 * u(rng)};
+  LawConstants law = published_constants();
+  law.alpha *= 0.9 + 0.2 * u(rng);
+  law.E *= 0.9 + 0.2 * u(rng);
+  law.source = "the drawn law";
+  const auto runs = test::synthetic_runs(law, "mxfp4", truth, 3e-4, rng);  // no bf16 runs at all
+  FitOptions o;
+  o.held_base = law;
+  o.bootstrap = 30;
+  const FitResult fit = fit_scaling_law(runs, o);
+  EXPECT_TRUE(fit.base_held);
+  EXPECT_EQ(fit.law.alpha, law.alpha);
+  EXPECT_EQ(fit.law.E, law.E);
+  EXPECT_NE(fit.law.source.find("held (not fitted): the drawn law"), std::string::npos) << fit.law.source;
+  EXPECT_NEAR(fit.schemes.at("mxfp4").eff.eff_n, truth.eff_n, 0.02);
+  EXPECT_NEAR(fit.schemes.at("mxfp4").eff.eff_d, truth.eff_d, 0.02);
+  EXPECT_EQ(fit.schemes.at("bf16").eff.eff_n, 1.0);
+  EXPECT_EQ(fit.schemes.at("bf16").runs, 0);
+  ASSERT_TRUE(fit.has_intervals);
+  EXPECT_EQ(fit.intervals.at("alpha").lo, law.alpha);
+  EXPECT_EQ(fit.intervals.at("alpha").hi, law.alpha);
+  const auto& iv = fit.schemes.at("mxfp4").eff_n_interval;
+  EXPECT_LT(iv.lo, iv.hi);
+  EXPECT_LT(fit.rms_log_residual, 1e-3);
+  const nlohmann::json j = fit_to_json(fit);
+  EXPECT_EQ(j.at("base_constants"), "held");
+  EXPECT_TRUE(fit_from_json(j).base_held);
+  EXPECT_FALSE(fit_from_json(fit_to_json(fit_scaling_law(published_grid(rng)))).base_held);
+}
+
+// Held constants from another dataset: a run at or below their E cannot be described; the error names the run
+// and the way out.
+TEST(HeldBase, RefusesRunsBelowTheHeldE) {
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
+  auto runs = test::synthetic_runs(published_constants(), "quartet", {0.65, 0.95}, 1e-3, rng);
+  runs[4].loss = published_constants().E * 0.8;
+  runs[4].line = 9;
+  FitOptions o;
+  o.held_base = published_constants();
+  try {
+    fit_scaling_law(runs, o);
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("line 9"), std::string::npos) << m;
+    EXPECT_NE(m.find("irreducible loss E"), std::string::npos) << m;
+    EXPECT_NE(m.find("leave out --hold-base"), std::string::npos) << m;
+  }
+}
+
 TEST(FitJson, MissingFieldNamesIt) {
   nlohmann::json j = {{"A", 1.0}, {"alpha", 0.5}, {"B", 1.0}, {"beta", 0.5}, {"E", 1.0}};
   try {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <istream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,10 @@ struct FitOptions {
   double huber_delta = 1e-4;   // on the residual log(predicted) - log(observed)
   std::uint64_t seed = 20250;  // initialisations and resampling; fixed so a fit is reproducible
   FitSolver solver = FitSolver::automatic;
+  // Base constants held instead of fitted (e.g. the published ones, or a fit of a larger bf16 study): only the
+  // schemes' efficiencies are fitted, base-scheme runs become optional (their residuals show how well the
+  // held law describes them), and every run must lie above the held E. `source` says where they come from.
+  std::optional<LawConstants> held_base;
 };
 
 struct Interval {
@@ -70,6 +75,7 @@ struct FitResult {
   std::map<std::string, SchemeFit> schemes;    // every scheme, the base one with eff 1
   std::vector<RunResidual> residuals;
   std::string base_scheme;
+  bool base_held = false;  // the base constants were given (FitOptions::held_base), not fitted: no intervals
   std::string solver;  // which back end produced the fit
   int starts = 0, converged_starts = 0, bootstrap_samples = 0;
   double huber_delta = 0, rms_log_residual = 0;
@@ -80,7 +86,8 @@ inline constexpr int kMinBaseRuns = 7;
 inline constexpr int kMinSchemeRuns = 3;
 
 // Throws std::invalid_argument for unusable input (no base runs, too few runs: says how many are
-// needed) and std::runtime_error when the fit does not converge to a law (never returns garbage).
+// needed; with held base constants, a run at or below their E) and std::runtime_error when the fit does
+// not converge to a law (never returns garbage).
 FitResult fit_scaling_law(const std::vector<Run>& runs, const FitOptions& options = {});
 
 // JSON contract: A, alpha, B, beta, E, gamma, schemes {name: {eff_n, eff_d, intervals}}, plus
