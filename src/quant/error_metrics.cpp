@@ -52,6 +52,7 @@ ErrorMetrics measure_quantization_error(const float* x, const QuantizedTensor& q
       const double xi = x[i];
       const double e = std::isfinite(xq[i]) ? std::fabs(xi - static_cast<double>(xq[i]))
                                             : std::numeric_limits<double>::infinity();
+      if (!std::isfinite(xq[i])) ++m.poisoned;
       err2 += e * e;
       sig2 += xi * xi;
       if (e > max_err) max_err = e;

@@ -133,10 +133,12 @@ TEST(ErrorMetrics, NonFiniteInputs) {
   // fp8-block: a NaN block gets scale 1 and its other elements still encode: finite metrics.
   const ErrorMetrics block = quantization_error(Recipe::fp8_block, x.data(), rows, cols);
   EXPECT_EQ(block.nonfinite, 1);
+  EXPECT_EQ(block.poisoned, 0);
   EXPECT_TRUE(std::isfinite(block.rel_mse));
   // mxfp8: the NaN poisons its block's E8M0 scale, so 31 finite neighbours come back NaN: infinite error.
   const ErrorMetrics mx = quantization_error(Recipe::mxfp8, x.data(), rows, cols);
   EXPECT_EQ(mx.nonfinite, 1);
+  EXPECT_EQ(mx.poisoned, 31);
   EXPECT_TRUE(std::isinf(mx.rel_mse));
   EXPECT_TRUE(std::isinf(mx.max_abs_err));
 }

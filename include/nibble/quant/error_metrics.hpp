@@ -16,7 +16,7 @@
 //                  the non-zero inputs the recipe flushed to zero.
 // Non-finite inputs (NaN, inf) are left out of every metric and counted in `nonfinite`. A finite
 // input that comes back non-finite (a NaN block scale poisoned by a neighbour) counts as an
-// infinite error, so it cannot hide.
+// infinite error, so it cannot hide, and is counted in `poisoned`.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -34,6 +34,7 @@ struct ErrorMetrics {
   double zero_frac = 0.0;
   int64_t elements = 0;
   int64_t nonfinite = 0;
+  int64_t poisoned = 0;  // finite inputs whose dequantized value is not finite
   std::string produced_by;  // the quantizer that produced q (QuantizedTensor::produced_by)
 };
 
