@@ -224,9 +224,10 @@ std::function<int()> setup_bench(CLI::App& sub) {
                  "layer plan: keep the first K and last L transformer blocks in BF16 whatever the recipe, e.g. "
                  "first:2,last:2 (lm_head accepted: the LM head is BF16 in every recipe already)");
   sub.add_option("--moe", a->moe,
-                 "MoE routed experts: grouped (one quantization launch per operand for all experts, their GEMMs "
-                 "issued as one unit), per-expert (separate launches per expert), or both (the grouped result plus "
-                 "the grouped / per-expert ratio)")
+                 "MoE routed experts: grouped (all experts' work as one unit: predicted with one quantization launch "
+                 "per operand; measured with per-expert launches issued back to back in one stream sequence, labelled "
+                 "so), per-expert (separate launches per expert), or both (the grouped result plus the grouped / "
+                 "per-expert ratio)")
       ->check(CLI::IsMember({"grouped", "per-expert", "both"}))
       ->capture_default_str();
   sub.add_option("--json", a->json, "write the full result as JSON");

@@ -159,7 +159,8 @@ const bool registered = nibble::cli::register_command(
                       "taken from it, and a different workload is refused");
        sub.add_option("--moe", args->moe,
                       "MoE routed experts: grouped (one quantization launch per operand for all experts, their GEMMs "
-                      "issued as one unit) or per-expert (separate launches per expert), as in `nibble bench --moe`")
+                      "issued as one unit) or per-expert (separate launches per expert), as in `nibble bench --moe`; "
+                      "with --against, the measured file's path unless given")
            ->check(CLI::IsMember({"grouped", "per-expert"}))
            ->capture_default_str();
        sub.add_option("--json", args->json, "write the predicted result as JSON");
