@@ -153,11 +153,24 @@ BenchSpeedups speedups_from_bench_json(const nlohmann::json& bench, const BenchS
   out.speedups.fwd = fp8.fprop / fp4.fprop;
   out.speedups.bwd = fp8.backward / fp4.backward;
   auto path_note = [](const std::string& p) { return p.empty() ? std::string() : " [" + p + "]"; };
-  out.speedups.source = fmt::format("{} from {} ({}, mode {}): {}{} over {}{}, forward {:.3f}x, backward {:.3f}x",
+  const std::string workload = bench_workload_text(bench);
+  out.speedups.source = fmt::format("{} from {} ({}{}, mode {}): {}{} over {}{}, forward {:.3f}x, backward {:.3f}x",
                                     out.predicted ? "PREDICTED by the performance model" : "measured", origin,
-                                    out.gpu, out.mode, out.fp4_recipe, path_note(out.fp4_path), out.fp8_recipe,
+                                    out.gpu, workload.empty() ? "" : ", " + workload, out.mode, out.fp4_recipe, path_note(out.fp4_path), out.fp8_recipe,
                                     path_note(out.fp8_path), out.speedups.fwd, out.speedups.bwd);
   return out;
+}
+
+std::string bench_workload_text(const nlohmann::json& bench) {
+  if (!bench.is_object() || !bench.contains("model") || !bench["model"].is_object()) return "";
+  const nlohmann::json& m = bench["model"];
+  std::string name;
+  if (m.contains("model") && m["model"].is_object() && m["model"].contains("name") && m["model"]["name"].is_string())
+    name = m["model"]["name"].get<std::string>();
+  const bool has_tokens = m.contains("tokens") && m["tokens"].is_number_integer();
+  if (name.empty() && !has_tokens) return "";
+  if (!has_tokens) return name;
+  return fmt::format("{}{}{} tokens", name, name.empty() ? "" : ", ", m["tokens"].get<int64_t>());
 }
 
 BenchSpeedups read_bench_speedups(const std::string& path, const BenchSpeedupOptions& o) {

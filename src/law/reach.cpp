@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "nibble/io/json_file.hpp"
+#include "nibble/law/bench_speedups.hpp"
 
 namespace nibble::law {
 
@@ -26,6 +27,7 @@ RecipeSpeedups recipe_speedups_from_bench_json(const nlohmann::json& bench, cons
   RecipeSpeedups out;
   out.source = origin;
   if (bench.contains("gpu") && bench["gpu"].is_string()) out.gpu = bench["gpu"].get<std::string>();
+  out.workload = bench_workload_text(bench);
   if (bench.contains("predicted") && bench["predicted"].is_boolean()) out.predicted = bench["predicted"].get<bool>();
   std::vector<std::string> modes;
   for (const auto& s : bench["summary"])
@@ -72,8 +74,9 @@ ReachPlan reach_plan(const FitResult& fit, const RecipeSpeedups& speedups, doubl
   plan.loss = loss;
   plan.base_scheme = fit.base_scheme.empty() ? "bf16" : fit.base_scheme;
   plan.law_source = fit.law.source;
-  plan.speedup_source = fmt::format("{} ({}{}, mode {})", speedups.source, speedups.gpu,
-                                    speedups.predicted ? ", PREDICTED" : "", speedups.mode);
+  plan.speedup_source = fmt::format("{} ({}{}{}, mode {})", speedups.source, speedups.gpu,
+                                    speedups.predicted ? ", PREDICTED" : "",
+                                    speedups.workload.empty() ? "" : ", " + speedups.workload, speedups.mode);
   const std::string base_recipe = recipe_for_scheme(plan.base_scheme, speedups.speedup);
   if (base_recipe.empty()) {
     throw std::invalid_argument(fmt::format("{}: no speedup for the base scheme '{}'; the bench file needs its recipe",

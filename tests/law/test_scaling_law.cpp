@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "nibble/law/bench_speedups.hpp"
 #include "nibble/law/planner.hpp"
 #include "nibble/law/reach.hpp"
 #include "nibble/law/scaling_law.hpp"
@@ -323,4 +324,11 @@ TEST(ReachLoss, SpeedupsFromABenchJsonSummary) {
   EXPECT_DOUBLE_EQ(nibble::law::recipe_speedups_from_bench_json(bench, "pre-quantized").speedup.at("quartet"), 1.8);
   EXPECT_THROW(nibble::law::recipe_speedups_from_bench_json(bench, "per-gemm"), std::invalid_argument);
   EXPECT_THROW(nibble::law::recipe_speedups_from_bench_json(nlohmann::json::object()), std::invalid_argument);
+  // The workload the bench timed travels with its speedups (they are that model's, whatever N is asked about).
+  EXPECT_EQ(s.workload, "");
+  nlohmann::json with_model = bench;
+  with_model["model"] = {{"model", {{"name", "llama-3-8b"}}}, {"tokens", 8192}};
+  EXPECT_EQ(nibble::law::recipe_speedups_from_bench_json(with_model).workload, "llama-3-8b, 8192 tokens");
+  with_model["model"] = {{"model", 3}, {"tokens", "many"}};  // malformed: nothing said, nothing thrown
+  EXPECT_EQ(nibble::law::bench_workload_text(with_model), "");
 }

@@ -33,4 +33,8 @@ BenchSpeedups speedups_from_bench_json(const nlohmann::json& bench, const BenchS
                                        const std::string& origin = "bench JSON");
 BenchSpeedups read_bench_speedups(const std::string& path, const BenchSpeedupOptions& options = {});
 
+// The workload a bench JSON timed, for the sources printed next to its speedups ("llama-3-8b, 8192 tokens";
+// "" when the file does not say): speedups are those of that model's GEMMs, whatever N a plan asks about.
+std::string bench_workload_text(const nlohmann::json& bench);
+
 }  // namespace nibble::law

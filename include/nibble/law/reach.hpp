@@ -22,6 +22,7 @@ struct RecipeSpeedups {
   std::map<std::string, double> speedup;  // recipe -> x bf16
   std::map<std::string, std::string> path;
   std::string mode, gpu, source;
+  std::string workload;  // the model and tokens the bench timed (bench_workload_text)
   bool predicted = false;
 };
 RecipeSpeedups recipe_speedups_from_bench_json(const nlohmann::json& bench, const std::string& mode = "",
