@@ -166,11 +166,7 @@ std::string to_table(const std::vector<ErrorRow>& rows, const std::string& heade
     const auto& m = *r.metrics;
     out += fmt::format("{:>10.3e}  {:>8.2f}  {:>11.3e}  {:>9.4f}  {:>9.4f}", m.rel_mse, m.snr_db, m.max_abs_err,
                        100.0 * m.clipped_frac, 100.0 * m.zero_frac);
-    if (m.nonfinite) out += fmt::format("  ({} non-finite inputs left out", m.nonfinite);
-    if (m.poisoned)
-      out += fmt::format("{}{} finite inputs came back non-finite: a NaN or inf shared their block's scale",
-                         m.nonfinite ? "; " : "  (", m.poisoned);
-    if (m.nonfinite || m.poisoned) out += ")";
+    if (const std::string note = nibble::quant::nonfinite_note(m); !note.empty()) out += "  (" + note + ")";
     out += "\n";
     if (std::find(paths.begin(), paths.end(), m.produced_by) == paths.end()) paths.push_back(m.produced_by);
   }

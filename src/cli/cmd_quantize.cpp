@@ -160,6 +160,7 @@ int run_quantize(const QuantizeArgs& a) {
   }
   std::printf("  rel_mse %.4e  snr_db %.2f  max_abs_err %.4e  clipped_frac %.4e  zero_frac %.4e\n", e.rel_mse,
               e.snr_db, e.max_abs_err, e.clipped_frac, e.zero_frac);
+  if (const std::string note = nibble::quant::nonfinite_note(e); !note.empty()) std::printf("  %s\n", note.c_str());
   return 0;
 }
 

@@ -92,4 +92,13 @@ ErrorMetrics quantization_error(Recipe recipe, const float* x, int64_t rows, int
   return measure_quantization_error(x, q);
 }
 
+std::string nonfinite_note(const ErrorMetrics& m) {
+  std::string out;
+  if (m.nonfinite) out = std::to_string(m.nonfinite) + " non-finite inputs left out";
+  if (m.poisoned)
+    out += (out.empty() ? "" : "; ") + std::to_string(m.poisoned) +
+           " finite inputs came back non-finite: a NaN or inf shared their block's scale";
+  return out;
+}
+
 }  // namespace nibble::quant

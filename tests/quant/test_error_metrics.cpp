@@ -139,6 +139,9 @@ TEST(ErrorMetrics, NonFiniteInputs) {
   const ErrorMetrics mx = quantization_error(Recipe::mxfp8, x.data(), rows, cols);
   EXPECT_EQ(mx.nonfinite, 1);
   EXPECT_EQ(mx.poisoned, 31);
+  EXPECT_EQ(nonfinite_note(mx), "1 non-finite inputs left out; 31 finite inputs came back non-finite: a NaN or inf "
+                                "shared their block's scale");
+  EXPECT_EQ(nonfinite_note(block), "1 non-finite inputs left out");
   EXPECT_TRUE(std::isinf(mx.rel_mse));
   EXPECT_TRUE(std::isinf(mx.max_abs_err));
 }

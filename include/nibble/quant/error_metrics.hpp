@@ -38,6 +38,10 @@ struct ErrorMetrics {
   std::string produced_by;  // the quantizer that produced q (QuantizedTensor::produced_by)
 };
 
+// "" when every input was finite and came back finite; else what was left out and what came back
+// non-finite, in words ("1 non-finite inputs left out; 31 finite inputs came back non-finite: ...").
+std::string nonfinite_note(const ErrorMetrics& m);
+
 // Metrics of an existing quantization `q` of x (rows x cols, row-major, the same x q was made from).
 ErrorMetrics measure_quantization_error(const float* x, const QuantizedTensor& q);
 
