@@ -238,3 +238,61 @@ def test_nibble_law_fit_parses_rows(tiny_csv, tmp_path):
     bad.write_text(tiny_csv.read_text().replace(",torch-bf16,", ",torch-bf16,extra,", 1))
     r = subprocess.run([exe, "law", "fit", str(bad)], capture_output=True, text=True, timeout=60)
     assert "fields, but the header has" in r.stdout + r.stderr
+
+
+# ---------------------------------------------------------------------------------------------- results table
+
+study_table = importlib.import_module("study_table")
+STUDY_HEADER = "run,scheme,n,d,loss,seed,size\n"
+
+
+def write_study(tmp_path, rows):
+    p = tmp_path / "runs.csv"
+    p.write_text(STUDY_HEADER + "".join(f"{s}-{size}-{t}-{seed},{s},{n},{n * t},{loss},{seed},{size}\n"
+                                        for s, size, n, t, seed, loss in rows))
+    return str(p)
+
+
+def test_study_table_reports_gaps_only_above_the_seed_spread(tmp_path):
+    rng = random.Random()
+    bf = 2.0 + rng.random()
+    noise = 0.005 + 0.01 * rng.random()  # the seed pair's spread, on mxfp4
+    rows = [("bf16", "xs", 3e6, 10, 0, bf), ("bf16", "xs", 3e6, 10, 1, bf + noise / 4),
+            ("mxfp4", "xs", 3e6, 10, 0, bf + 0.2), ("mxfp4", "xs", 3e6, 10, 1, bf + 0.2 + noise),
+            ("quartet", "xs", 3e6, 10, 0, bf + noise / 2), ("quartet", "s", 8e6, 25, 0, bf - 0.1 + 3 * noise),
+            ("bf16", "s", 8e6, 25, 0, bf - 0.1), ("nvfp4", "s", 8e6, 25, 0, bf - 0.1 - noise / 3)]
+    t = study_table.tabulate(study_table.read_runs(write_study(tmp_path, rows)))
+    assert t["noise"] == pytest.approx(noise)
+    assert t["schemes"][0] == "bf16" and set(t["schemes"]) == {"bf16", "mxfp4", "quartet", "nvfp4"}
+    xs, s = t["rows"]
+    assert (xs["size"], xs["tokens_per_param"], s["size"], s["tokens_per_param"]) == ("xs", 10, "s", 25)
+    assert xs["loss"]["bf16"] == pytest.approx(bf + noise / 8)  # the mean over seeds
+    # mxfp4's gap (about 0.2) is far above the spread; quartet's (below it) is not reported as a gap.
+    assert xs["significant"] == {"mxfp4": True, "quartet": False}
+    assert s["significant"] == {"quartet": True, "nvfp4": False}
+    assert s["gap"]["quartet"] == pytest.approx(3 * noise)
+    md = study_table.markdown(t)
+    assert f"{noise:.4f} (mxfp4, xs, 10 tokens/param; 2 pairs)" in md
+    assert f"({s['gap']['quartet']:+.4f})" in md and "(~)" in md
+    assert md.count("\n| ") == 3  # header and two rows
+
+
+def test_study_table_without_seed_pairs_and_bad_input(tmp_path, capsys):
+    p = write_study(tmp_path, [("bf16", "xs", 3e6, 10, 0, 2.5), ("quartet", "xs", 3e6, 10, 0, 2.6)])
+    t = study_table.tabulate(study_table.read_runs(p))
+    assert t["noise"] is None and t["rows"][0]["significant"] == {"quartet": False}
+    assert "not measured" in study_table.markdown(t) and "(+0.1000)" in study_table.markdown(t)
+    out = tmp_path / "t.json"
+    assert study_table.main([p, "--json", str(out)]) == 0 and '"noise": null' in out.read_text()
+    empty = tmp_path / "empty.csv"
+    empty.write_text(STUDY_HEADER)
+    assert study_table.main([str(empty)]) == 1
+    assert "no runs yet" in capsys.readouterr().err
+    no_seed = tmp_path / "noseed.csv"
+    no_seed.write_text("scheme,n,d,loss,size\nbf16,1,10,2.0,xs\n")
+    assert study_table.main([str(no_seed)]) == 1
+    assert "lacks the column(s) seed" in capsys.readouterr().err
+    bad = tmp_path / "bad.csv"
+    bad.write_text(STUDY_HEADER + "r,bf16,3e6,3e7,nan?,0,xs\n")
+    assert study_table.main([str(bad)]) == 1
+    assert "line 2" in capsys.readouterr().err
