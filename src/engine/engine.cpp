@@ -13,7 +13,6 @@
 #include "memory_check.hpp"
 #include "layer_runner.hpp"
 #include "nibble/results/path_notes.hpp"
-#include "nibble/results/row_from_gemm.hpp"
 #include "nibble/results/sweeps.hpp"
 #include "nibble/kernels/check.hpp"
 #include "nibble/predict/operand_memory.hpp"

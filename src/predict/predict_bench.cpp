@@ -1,6 +1,5 @@
 // The benchmark a named GPU would produce, from the performance model.
 #include "nibble/results/aggregate.hpp"
-#include "nibble/results/row_from_gemm.hpp"
 #include "nibble/predict/operand_memory.hpp"
 #include "nibble/predict.hpp"
 #include "nibble/quant/layer_shape_rule.hpp"

@@ -1,5 +1,5 @@
 // Names of modes and paths, and the small helpers of the result model: the row of a workload GEMM
-// (row_from_gemm.hpp), the execution-path notes of one (recipe, layer) (path_notes.hpp) and the BF16
+// (row_from_gemm, result.hpp), the execution-path notes of one (recipe, layer) (path_notes.hpp) and the BF16
 // layer plan of `nibble bench --keep-bf16`.
 #include "nibble/results/path_notes.hpp"
 
@@ -14,7 +14,6 @@
 #include <string>
 
 #include "nibble/results/result.hpp"
-#include "nibble/results/row_from_gemm.hpp"
 
 namespace nibble::bench {
 

@@ -42,3 +42,17 @@ def randn(g, *shape, scale=1.0):
     # Heavy-ish tails and a per-row spread, so scales differ between blocks (never zeros).
     x = torch.randn(*shape, generator=g) * scale
     return x * torch.exp(torch.randn(shape[0], 1, generator=g))
+
+
+def forward_backward(layer, x, gy):
+    """Runs `layer` on a fresh leaf copy of x and back-propagates gy, with the parameter gradients cleared
+    first (so nothing accumulates across calls). Returns (y, dX, dW, dbias), dbias None without a bias;
+    the gradients are copies, safe to keep across later calls."""
+    x = x.clone().requires_grad_(True)
+    bias = getattr(layer, "bias", None)
+    layer.weight.grad = None
+    if bias is not None:
+        bias.grad = None
+    y = layer(x)
+    y.backward(gy)
+    return y.detach(), x.grad, layer.weight.grad.clone(), None if bias is None else bias.grad.clone()

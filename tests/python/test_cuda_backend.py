@@ -13,9 +13,8 @@ import torch
 import nibble.torch as nt
 from nibble import _ext
 from nibble.backends import common, quartet
-from conftest import randn
+from conftest import forward_backward, randn
 from fake_cuda_ext import standin
-from layer_step import forward_backward
 
 CUDA_ENTRY_POINTS = {"quartet_forward_e4m3_cuda", "quartet_forward_cuda", "quartet_backward_cuda",
                      "quartet_backward_mxfp4_transposed_cuda", "reencode_mxfp4_e4m3_cuda", "reencode_scale_count",

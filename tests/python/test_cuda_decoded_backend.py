@@ -17,9 +17,8 @@ import torch
 import nibble.torch as nt
 from nibble import seeds
 from nibble.backends import decoded
-from conftest import randn
+from conftest import forward_backward, randn
 from fake_cuda_ext import install_standin, standin
-from layer_step import forward_backward
 
 ENTRY_POINTS = {"quantize_mxfp8_cuda", "decode_mxfp8_bf16_cuda", "quantize_nvfp4_cuda", "decode_nvfp4_bf16_cuda"}
 T, I, O = 128, 256, 96

@@ -15,9 +15,8 @@ import torch
 
 import nibble.torch as nt
 from nibble.backends import common, fp8
-from conftest import randn
+from conftest import forward_backward, randn
 from fake_cuda_ext import install_standin, standin
-from layer_step import forward_backward
 
 FP8_RECIPES = ("fp8-current", "fp8-delayed", "fp8-block")
 FP8_ENTRY_POINTS = {"amax_bf16_cuda", "quantize_fp8_current_cuda", "cast_transpose_fp8_cuda",

@@ -16,9 +16,8 @@ import torch
 
 import nibble.torch as nt
 from nibble.backends import mxfp4
-from conftest import randn
+from conftest import forward_backward, randn
 from fake_cuda_ext import install_standin, standin
-from layer_step import forward_backward
 
 MX_ENTRY_POINTS = {"quantize_mxfp4_cuda", "quantize_mxfp4_rowcol_cuda"}
 FP8_SPLIT_ACC = 2.0 ** -9  # tests/kernels/test_gemm_accuracy.cu: Hopper FP8 split accumulation, of sum |a b|

@@ -5,8 +5,7 @@ import torch
 
 import nibble.torch as nt
 from nibble import seeds
-from conftest import randn
-from layer_step import forward_backward
+from conftest import forward_backward, randn
 
 T, I, O = 128, 256, 128
 

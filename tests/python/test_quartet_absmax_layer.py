@@ -12,9 +12,8 @@ import torch
 import nibble.torch as nt
 from nibble import _ext
 from nibble.backends import emulate, quartet
-from conftest import randn
+from conftest import forward_backward, randn
 from fake_cuda_ext import standin
-from layer_step import forward_backward
 
 T, I, O = 128, 256, 96
 ABSMAX = dict(forward_quantizer="absmax")

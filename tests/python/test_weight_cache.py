@@ -10,9 +10,8 @@ import torch
 
 import nibble.torch as nt
 from nibble.backends import decoded, fp8, mxfp4, quartet
-from conftest import randn
+from conftest import forward_backward, randn
 from fake_cuda_ext import install_standin
-from layer_step import forward_backward
 
 T, I, O = 128, 256, 128
 BACKEND = {"quartet": quartet, "mxfp4": mxfp4, "mxfp8": decoded, "nvfp4": decoded, "fp8-current": fp8,

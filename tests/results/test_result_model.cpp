@@ -4,7 +4,6 @@
 #include "handmade_result.hpp"
 #include "nibble/results/aggregate.hpp"
 #include "nibble/results/path_notes.hpp"
-#include "nibble/results/row_from_gemm.hpp"
 #include "test_seed.hpp"
 
 #include <gtest/gtest.h>

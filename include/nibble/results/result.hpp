@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "nibble/results/clock_record.hpp"
+#include "nibble/workload/gemm_list.hpp"
 
 namespace nibble::bench {
 
@@ -271,5 +272,10 @@ nlohmann::json to_json(const BenchResult& result);
 BenchResult result_from_json(const nlohmann::json& j);
 // Reads a result file written by write_result_json / `nibble bench --json`.
 BenchResult read_result_file(const std::string& path);
+
+// A benchmark row for one workload GEMM: shape, count, per_model and per-call flops from `gemm`; recipe and
+// mode as given; times zero. The engine and the predictor both start from it, so measured and predicted
+// results line up row for row.
+Row row_from_gemm(const workload::Gemm& gemm, std::string recipe, Mode mode);
 
 }  // namespace nibble::bench
