@@ -5,7 +5,7 @@ size, one run after another in this process, cheapest first:
     python3 train/plan.py --dry-run                  # the plan, tokens and (once rows exist) estimated seconds
     python3 train/plan.py --max-seconds 540          # on a GPU: runs until the next run would not fit
     python3 train/study_table.py data/law/loss-study/runs.csv   # losses, gaps to bf16 over the seed spread
-    build/nibble law fit data/law/loss-study/runs.csv --base-scheme bf16
+    build/nibble law fit data/law/loss-study/runs.csv --base-scheme bf16 --confidence 0.9
 
 Resumable: every finished run appends one row to --csv (columns scheme,n,d,loss for `nibble law fit`,
 then the run's metadata); a run whose key is already there is skipped, so the same command continues

@@ -115,12 +115,12 @@ void print_fit_table(const FitResult& fit) {
   else
     fmt::print("  {} of {} initialisations converged; {} bootstrap resamples; Huber delta {:g} on log loss\n",
                fit.converged_starts, fit.starts, fit.bootstrap_samples, fit.huber_delta);
-  fmt::print("\n  {:<6} {:>12}  95% interval\n", "const", "value");
+  const std::string level = fmt::format("{:g}% interval", 100 * fit.confidence);
+  fmt::print("\n  {:<6} {:>12}  {}\n", "const", "value", level);
   const std::pair<const char*, double> c[] = {{"A", fit.law.A}, {"alpha", fit.law.alpha}, {"B", fit.law.B},
                                               {"beta", fit.law.beta}, {"E", fit.law.E}, {"gamma", fit.law.gamma}};
   for (const auto& [name, v] : c) fmt::print("  {:<6} {:>12.5g}  {}\n", name, v, interval_text(fit, name));
-  fmt::print("\n  {:<14} {:>5} {:>8} {:>20} {:>8} {:>20}\n", "scheme", "runs", "eff_n", "95% interval", "eff_d",
-             "95% interval");
+  fmt::print("\n  {:<14} {:>5} {:>8} {:>20} {:>8} {:>20}\n", "scheme", "runs", "eff_n", level, "eff_d", level);
   for (const auto& [name, s] : fit.schemes)
     fmt::print("  {:<14} {:>5} {:>8.4f} {:>20} {:>8.4f} {:>20}\n", name, s.runs, s.eff.eff_n,
                fmt::format("[{:.3f}, {:.3f}]", s.eff_n_interval.lo, s.eff_n_interval.hi), s.eff.eff_d,
@@ -131,14 +131,14 @@ void print_fit_table(const FitResult& fit) {
     fmt::print("  {:<14} {:>10.3g} {:>10.3g} {:>9.4f} {:>9.4f} {:>10.2e}\n", r.run.scheme, r.run.n, r.run.d,
                r.run.loss, r.predicted, r.log_residual);
   if (!fit.poorly_determined.empty())
-    fmt::print("\n  Poorly determined (95% interval wider than half the value): {}. The base constants trade off "
+    fmt::print("\n  Poorly determined ({} wider than half the value): {}. The base constants trade off "
                "against each other, so individual values can be loose while predictions stay tight; add runs "
                "over a wider range of N and D to pin them down.\n",
-               fmt::join(fit.poorly_determined, ", "));
+               level, fmt::join(fit.poorly_determined, ", "));
 }
 
 std::function<int()> setup_fit(CLI::App* app) {
-  struct Args { std::string runs, base = "bf16", hold_base, json, solver = "auto", format = "table"; int starts = 64, boot = 100; std::uint64_t seed = 20250; };
+  struct Args { std::string runs, base = "bf16", hold_base, json, solver = "auto", format = "table"; int starts = 64, boot = 100; std::uint64_t seed = 20250; double confidence = 0.95; };
   auto a = std::make_shared<Args>();
   app->add_option("runs", a->runs, "CSV with columns scheme,n,d,loss (other columns kept as metadata)")
       ->required()->check(CLI::ExistingFile);
@@ -151,6 +151,9 @@ std::function<int()> setup_fit(CLI::App* app) {
   app->add_option("--starts", a->starts, "random initialisations")->capture_default_str();
   app->add_option("--bootstrap", a->boot, "bootstrap resamples for the intervals (0: none)")->capture_default_str();
   app->add_option("--seed", a->seed, "seed of initialisations and resampling")->capture_default_str();
+  app->add_option("--confidence", a->confidence, "level of the bootstrap intervals, e.g. 0.9 for 90%")
+      ->check(CLI::Range(0.5, 0.999))
+      ->capture_default_str();
   app->add_option("--solver", a->solver, "auto | ceres | eigen-lm")->capture_default_str();
   app->add_option("--format", a->format, "table | json")->capture_default_str();
   return [a] {
@@ -160,6 +163,7 @@ std::function<int()> setup_fit(CLI::App* app) {
     o.n_starts = a->starts;
     o.bootstrap = a->boot;
     o.seed = a->seed;
+    o.confidence = a->confidence;
     if (a->solver == "ceres") o.solver = FitSolver::ceres;
     else if (a->solver == "eigen-lm") o.solver = FitSolver::eigen_lm;
     else if (a->solver != "auto") throw std::invalid_argument(fmt::format("--solver {} must be auto, ceres or eigen-lm", a->solver));
@@ -306,8 +310,8 @@ std::function<int()> setup_reach(CLI::App* app) {
   app->add_option("--format", a->format, "table | json")->capture_default_str();
   return [a] {
     check_format(a->format);
-    const ReachPlan plan = reach_plan(load_fit(a->fit_path), read_recipe_speedups(a->speedups_path, a->bench_mode),
-                                      a->n, a->loss);
+    const FitResult fit = load_fit(a->fit_path);
+    const ReachPlan plan = reach_plan(fit, read_recipe_speedups(a->speedups_path, a->bench_mode), a->n, a->loss);
     if (a->format == "json") {
       fmt::print("{}\n", reach_to_json(plan).dump(2));
       return 0;
@@ -332,6 +336,8 @@ std::function<int()> setup_reach(CLI::App* app) {
     }
     for (const auto& s : plan.skipped) fmt::print("not ranked: {}\n", s);
     fmt::print("law: {}\nspeedups: {}\n", plan.law_source, plan.speedup_source);
+    if (fit.has_intervals)
+      fmt::print("intervals: the fit's {:g}% bootstrap intervals of eff_n and eff_d\n", 100 * fit.confidence);
     return 0;
   };
 }

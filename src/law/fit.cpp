@@ -131,10 +131,12 @@ const std::vector<std::vector<double>> kEfficiencyStarts = [] {
   return s;
 }();
 
-Interval percentile_interval(std::vector<double> v) {
+// The central `confidence` share of the bootstrap values (0.95: from the 2.5th to the 97.5th percentile).
+Interval percentile_interval(std::vector<double> v, double confidence) {
   std::sort(v.begin(), v.end());
   auto at = [&](double q) { return v[static_cast<size_t>(std::lround(q * (v.size() - 1)))]; };
-  return {at(0.025), at(0.975)};
+  const double tail = (1 - confidence) / 2;
+  return {at(tail), at(1 - tail)};
 }
 
 void check_scheme_runs(const std::map<std::string, std::vector<const Run*>>& by_scheme, const std::string& base) {
@@ -185,6 +187,7 @@ FitResult fit_with_held_base(const std::vector<Run>& runs,
   fit.law.source = fmt::format("base constants held (not fitted): {}", held.source);
   fit.base_scheme = o.base_scheme;
   fit.base_held = true;
+  fit.confidence = o.confidence;
   fit.solver = detail::backend_name(backend);
   fit.huber_delta = o.huber_delta;
   fit.schemes[o.base_scheme].runs = 0;
@@ -231,8 +234,8 @@ FitResult fit_with_held_base(const std::vector<Run>& runs,
       fit.intervals[name] = {v, v};
     for (auto& [name, sf] : fit.schemes) {
       if (!ln_eff.count(name)) continue;
-      sf.eff_n_interval = percentile_interval(samples[name + ".eff_n"]);
-      sf.eff_d_interval = percentile_interval(samples[name + ".eff_d"]);
+      sf.eff_n_interval = percentile_interval(samples[name + ".eff_n"], o.confidence);
+      sf.eff_d_interval = percentile_interval(samples[name + ".eff_d"], o.confidence);
       if (sf.eff_n_interval.hi - sf.eff_n_interval.lo > 0.5 * sf.eff.eff_n) fit.poorly_determined.push_back(name + ".eff_n");
       if (sf.eff_d_interval.hi - sf.eff_d_interval.lo > 0.5 * sf.eff.eff_d) fit.poorly_determined.push_back(name + ".eff_d");
     }
@@ -257,6 +260,9 @@ FitResult fit_scaling_law(const std::vector<Run>& runs, const FitOptions& o) {
   if (o.n_starts < 1) throw std::invalid_argument("n_starts must be >= 1");
   if (o.bootstrap < 0) throw std::invalid_argument("bootstrap must be >= 0");
   if (!(o.huber_delta > 0)) throw std::invalid_argument("huber_delta must be positive");
+  if (!(o.confidence > 0 && o.confidence < 1))
+    throw std::invalid_argument(fmt::format("confidence {} must lie strictly between 0 and 1 (e.g. 0.9 for 90% "
+                                            "intervals)", o.confidence));
   std::map<std::string, std::vector<const Run*>> by_scheme;
   for (const Run& r : runs) by_scheme[r.scheme].push_back(&r);
   if (o.held_base) return fit_with_held_base(runs, by_scheme, o);
@@ -299,6 +305,7 @@ FitResult fit_scaling_law(const std::vector<Run>& runs, const FitOptions& o) {
   fit.starts = static_cast<int>(base_starts.size());
   fit.converged_starts = base.converged;
   fit.huber_delta = o.huber_delta;
+  fit.confidence = o.confidence;
   std::map<std::string, std::vector<double>> ln_eff;
   for (const auto& [name, rs] : by_scheme) {
     SchemeFit sf;
@@ -355,13 +362,13 @@ FitResult fit_scaling_law(const std::vector<Run>& runs, const FitOptions& o) {
                                                         {"E", fit.law.E},         {"gamma", fit.law.gamma}};
     auto wide = [](Interval i, double v) { return (i.hi - i.lo) > 0.5 * std::abs(v); };
     for (const auto& [name, v] : constants) {
-      fit.intervals[name] = percentile_interval(samples[name]);
+      fit.intervals[name] = percentile_interval(samples[name], o.confidence);
       if (wide(fit.intervals[name], v)) fit.poorly_determined.push_back(name);
     }
     for (auto& [name, sf] : fit.schemes) {
       if (name == o.base_scheme) continue;
-      sf.eff_n_interval = percentile_interval(samples[name + ".eff_n"]);
-      sf.eff_d_interval = percentile_interval(samples[name + ".eff_d"]);
+      sf.eff_n_interval = percentile_interval(samples[name + ".eff_n"], o.confidence);
+      sf.eff_d_interval = percentile_interval(samples[name + ".eff_d"], o.confidence);
       if (wide(sf.eff_n_interval, sf.eff.eff_n)) fit.poorly_determined.push_back(name + ".eff_n");
       if (wide(sf.eff_d_interval, sf.eff.eff_d)) fit.poorly_determined.push_back(name + ".eff_d");
     }

@@ -41,6 +41,7 @@ nlohmann::json fit_to_json(const FitResult& fit) {
   j["starts"] = fit.starts;
   j["converged_starts"] = fit.converged_starts;
   j["bootstrap_samples"] = fit.bootstrap_samples;
+  j["confidence"] = fit.confidence;
   j["rms_log_residual"] = fit.rms_log_residual;
   if (fit.has_intervals) {
     for (const auto& [name, i] : fit.intervals) j["intervals"][name] = interval_json(i);
@@ -85,6 +86,12 @@ FitResult fit_from_json(const nlohmann::json& j, const std::string& origin) {
   validate(fit.law);
   fit.base_scheme = fields::text_or(j, "base_scheme", "bf16", top);
   fit.base_held = fields::text_or(j, "base_constants", "fitted", top) == "held";
+  if (j.contains("confidence")) {
+    fit.confidence = fields::number(j, "confidence", top);
+    if (!(fit.confidence > 0 && fit.confidence < 1))
+      throw std::invalid_argument(fmt::format("{}: confidence {} must lie strictly between 0 and 1", top,
+                                              fit.confidence));
+  }
   fit.solver = fields::text_or(j, "solver", "", top);
   if (j.contains("intervals") && j["intervals"].is_object()) {
     fit.has_intervals = true;

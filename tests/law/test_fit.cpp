@@ -306,6 +306,41 @@ TEST(HeldBase, RefusesRunsBelowTheHeldE) {
   }
 }
 
+// The interval level is an option: with the same seed (the same bootstrap samples) the 90% intervals lie inside
+// the 95% ones; the level travels in the JSON; a level outside (0, 1) is refused.
+TEST(FitIntervals, ConfidenceLevelNestsAndRoundTrips) {
+  std::mt19937_64 rng = nibble::testing::fresh_rng();
+  auto runs = published_grid(rng);
+  const auto fp4 = test::synthetic_runs(published_constants(), "quartet", {0.65, 0.95}, 1e-3, rng);
+  runs.insert(runs.end(), fp4.begin(), fp4.end());
+  FitOptions o;
+  o.n_starts = 8;
+  o.bootstrap = 40;
+  const FitResult wide = fit_scaling_law(runs, o);
+  o.confidence = 0.9;
+  const FitResult narrow = fit_scaling_law(runs, o);
+  ASSERT_TRUE(wide.has_intervals && narrow.has_intervals);
+  EXPECT_EQ(narrow.confidence, 0.9);
+  EXPECT_EQ(narrow.bootstrap_samples, wide.bootstrap_samples);
+  double shrink = 0;
+  for (const auto& [w, n] : {std::pair{wide.schemes.at("quartet").eff_n_interval, narrow.schemes.at("quartet").eff_n_interval},
+                             std::pair{wide.schemes.at("quartet").eff_d_interval, narrow.schemes.at("quartet").eff_d_interval},
+                             std::pair{wide.intervals.at("alpha"), narrow.intervals.at("alpha")}}) {
+    EXPECT_LE(w.lo, n.lo);
+    EXPECT_LE(n.lo, n.hi);
+    EXPECT_LE(n.hi, w.hi);
+    shrink += (w.hi - w.lo) - (n.hi - n.lo);
+  }
+  EXPECT_GT(shrink, 0);
+  EXPECT_EQ(fit_to_json(narrow).at("confidence"), 0.9);
+  EXPECT_EQ(fit_from_json(fit_to_json(narrow)).confidence, 0.9);
+  nlohmann::json bad = fit_to_json(narrow);
+  bad["confidence"] = 95;
+  EXPECT_THROW(fit_from_json(bad), std::invalid_argument);
+  o.confidence = 1.0;
+  EXPECT_THROW(fit_scaling_law(runs, o), std::invalid_argument);
+}
+
 TEST(FitJson, MissingFieldNamesIt) {
   nlohmann::json j = {{"A", 1.0}, {"alpha", 0.5}, {"B", 1.0}, {"beta", 0.5}, {"E", 1.0}};
   try {

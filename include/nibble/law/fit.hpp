@@ -45,6 +45,7 @@ struct FitOptions {
   double huber_delta = 1e-4;   // on the residual log(predicted) - log(observed)
   std::uint64_t seed = 20250;  // initialisations and resampling; fixed so a fit is reproducible
   FitSolver solver = FitSolver::automatic;
+  double confidence = 0.95;    // level of the bootstrap percentile intervals, in (0, 1)
   // Base constants held instead of fitted (e.g. the published ones, or a fit of a larger bf16 study): only the
   // schemes' efficiencies are fitted, base-scheme runs become optional (their residuals show how well the
   // held law describes them), and every run must lie above the held E. `source` says where they come from.
@@ -52,7 +53,7 @@ struct FitOptions {
 };
 
 struct Interval {
-  double lo = 0, hi = 0;  // 95% bootstrap percentile interval
+  double lo = 0, hi = 0;  // bootstrap percentile interval at FitResult::confidence (default 95%)
 };
 
 struct SchemeFit {
@@ -78,6 +79,7 @@ struct FitResult {
   bool base_held = false;  // the base constants were given (FitOptions::held_base), not fitted: no intervals
   std::string solver;  // which back end produced the fit
   int starts = 0, converged_starts = 0, bootstrap_samples = 0;
+  double confidence = 0.95;  // level of every interval above
   double huber_delta = 0, rms_log_residual = 0;
 };
 
