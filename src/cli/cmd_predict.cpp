@@ -113,9 +113,9 @@ int run_predict(const PredictArgs& a) {
   if (measured) opt.grad_accum = measured->grad_accum;  // as measured: predict has no --grad-accum of its own
   pr::Calibration calibration;
   if (!a.calibrate_on.empty()) {
-    const auto measured = nibble::bench::read_result_file(a.calibrate_on);
+    const auto calibration_run = nibble::bench::read_result_file(a.calibrate_on);
     const auto gpus = pr::load_gpu_database();
-    calibration = pr::calibration_from_result(measured, pr::find_gpu(gpus, measured.gpu.name));
+    calibration = pr::calibration_from_result(calibration_run, pr::find_gpu(gpus, calibration_run.gpu.name));
     opt.calibration = &calibration;
   }
   auto result = pr::predict_bench(w, recipes, {Mode::pre_quantized, Mode::step, Mode::per_gemm}, a.gpu, opt);

@@ -17,6 +17,8 @@ namespace {
 using detail::Backend;
 using detail::HuberProblem;
 using detail::HuberSolution;
+using ByScheme = std::map<std::string, std::vector<const Run*>>;  // runs by scheme name
+using Samples = std::map<std::string, std::vector<double>>;      // values by name
 
 // Base parameters are solved in logs where they are scale-like: x = (ln A, alpha, ln B, beta, ln E,
 // gamma). ln keeps A ~ 1e5 and alpha ~ 0.5 on comparable step sizes for the solver.
@@ -139,7 +141,7 @@ Interval percentile_interval(std::vector<double> v, double confidence) {
   return {at(tail), at(1 - tail)};
 }
 
-void check_scheme_runs(const std::map<std::string, std::vector<const Run*>>& by_scheme, const std::string& base) {
+void check_scheme_runs(const ByScheme& by_scheme, const std::string& base) {
   for (const auto& [name, rs] : by_scheme) {
     if (name == base) continue;
     std::set<double> ratios;
@@ -164,10 +166,71 @@ void add_residuals(FitResult& fit, const std::vector<Run>& runs) {
   fit.rms_log_residual = std::sqrt(sum_sq / runs.size());
 }
 
+// `rs` drawn with replacement, as many as there are.
+std::vector<const Run*> resample(const std::vector<const Run*>& rs, std::mt19937_64& rng) {
+  std::uniform_int_distribution<size_t> pick(0, rs.size() - 1);
+  std::vector<const Run*> out;
+  for (size_t i = 0; i < rs.size(); ++i) out.push_back(rs[pick(rng)]);
+  return out;
+}
+
+// Every scheme's point fit into fit.schemes (its run count; the base scheme with efficiency 1) under the base
+// constants `base`; returns the other schemes' log efficiencies, the bootstrap's starting points.
+Samples fit_schemes(const ByScheme& by_scheme, const std::vector<double>& base, const FitOptions& o, Backend backend,
+                    FitResult& fit) {
+  Samples ln_eff;
+  for (const auto& [name, rs] : by_scheme) {
+    SchemeFit& sf = fit.schemes[name];
+    sf.runs = static_cast<int>(rs.size());
+    if (name != o.base_scheme) {
+      bool ok = false;
+      ln_eff[name] = fit_efficiency(points_of(rs), base, kEfficiencyStarts, o, backend, &ok);
+      if (!ok)
+        throw std::runtime_error(fmt::format("the efficiency fit of scheme '{}' did not converge; check its runs",
+                                             name));
+      sf.eff = {std::exp(ln_eff[name][0]), std::exp(ln_eff[name][1])};
+    }
+    sf.eff_n_interval = {sf.eff.eff_n, sf.eff.eff_n};
+    sf.eff_d_interval = {sf.eff.eff_d, sf.eff.eff_d};
+  }
+  return ln_eff;
+}
+
+// One bootstrap draw of every scheme in `ln_eff`: its runs resampled, its efficiencies refitted under `base`
+// from the point estimate. Adds "<scheme>.eff_n" / ".eff_d" to `samples` only when every scheme converged.
+bool draw_efficiencies(const Samples& ln_eff, const ByScheme& by_scheme, const std::vector<double>& base,
+                       const FitOptions& o, Backend backend, std::mt19937_64& rng, Samples& samples) {
+  Samples effs;
+  bool all_ok = true;
+  for (const auto& [name, e] : ln_eff) {
+    bool ok = false;
+    effs[name] = fit_efficiency(points_of(resample(by_scheme.at(name), rng)), base, {e}, o, backend, &ok);
+    all_ok = all_ok && ok;
+  }
+  if (!all_ok) return false;
+  for (const auto& [name, e] : effs) {
+    samples[name + ".eff_n"].push_back(std::exp(e[0]));
+    samples[name + ".eff_d"].push_back(std::exp(e[1]));
+  }
+  return true;
+}
+
+bool wide(Interval i, double v) { return (i.hi - i.lo) > 0.5 * std::abs(v); }
+
+// The bootstrap intervals of every scheme in `ln_eff`; the wide ones listed as poorly determined.
+void set_scheme_intervals(FitResult& fit, const Samples& ln_eff, Samples& samples, double confidence) {
+  for (auto& [name, sf] : fit.schemes) {
+    if (!ln_eff.count(name)) continue;
+    sf.eff_n_interval = percentile_interval(samples[name + ".eff_n"], confidence);
+    sf.eff_d_interval = percentile_interval(samples[name + ".eff_d"], confidence);
+    if (wide(sf.eff_n_interval, sf.eff.eff_n)) fit.poorly_determined.push_back(name + ".eff_n");
+    if (wide(sf.eff_d_interval, sf.eff.eff_d)) fit.poorly_determined.push_back(name + ".eff_d");
+  }
+}
+
 // The schemes' efficiencies under base constants that are given, not fitted (FitOptions::held_base), with
 // bootstrap intervals from resampling each scheme's runs.
-FitResult fit_with_held_base(const std::vector<Run>& runs,
-                             const std::map<std::string, std::vector<const Run*>>& by_scheme, const FitOptions& o) {
+FitResult fit_with_held_base(const std::vector<Run>& runs, const ByScheme& by_scheme, const FitOptions& o) {
   const LawConstants& held = *o.held_base;
   validate(held);
   for (const Run& r : runs)
@@ -191,54 +254,17 @@ FitResult fit_with_held_base(const std::vector<Run>& runs,
   fit.solver = detail::backend_name(backend);
   fit.huber_delta = o.huber_delta;
   fit.schemes[o.base_scheme].runs = 0;
-  std::map<std::string, std::vector<double>> ln_eff;
-  for (const auto& [name, rs] : by_scheme) {
-    SchemeFit& sf = fit.schemes[name];
-    sf.runs = static_cast<int>(rs.size());
-    if (name != o.base_scheme) {
-      bool ok = false;
-      ln_eff[name] = fit_efficiency(points_of(rs), base, kEfficiencyStarts, o, backend, &ok);
-      if (!ok)
-        throw std::runtime_error(fmt::format("the efficiency fit of scheme '{}' did not converge; check its runs",
-                                             name));
-      sf.eff = {std::exp(ln_eff[name][0]), std::exp(ln_eff[name][1])};
-    }
-    sf.eff_n_interval = {sf.eff.eff_n, sf.eff.eff_n};
-    sf.eff_d_interval = {sf.eff.eff_d, sf.eff.eff_d};
-  }
-  std::map<std::string, std::vector<double>> samples;
-  for (int b = 0; b < o.bootstrap; ++b) {
-    std::map<std::string, std::vector<double>> effs;
-    bool all_ok = true;
-    for (const auto& [name, e] : ln_eff) {
-      const auto& rs = by_scheme.at(name);
-      std::uniform_int_distribution<size_t> pick(0, rs.size() - 1);
-      std::vector<const Run*> drawn;
-      for (size_t i = 0; i < rs.size(); ++i) drawn.push_back(rs[pick(rng)]);
-      bool ok = false;
-      effs[name] = fit_efficiency(points_of(drawn), base, {e}, o, backend, &ok);
-      all_ok = all_ok && ok;
-    }
-    if (!all_ok) continue;
-    for (const auto& [name, e] : effs) {
-      samples[name + ".eff_n"].push_back(std::exp(e[0]));
-      samples[name + ".eff_d"].push_back(std::exp(e[1]));
-    }
-    ++fit.bootstrap_samples;
-  }
+  const Samples ln_eff = fit_schemes(by_scheme, base, o, backend, fit);
+  Samples samples;
+  for (int b = 0; b < o.bootstrap; ++b)
+    if (draw_efficiencies(ln_eff, by_scheme, base, o, backend, rng, samples)) ++fit.bootstrap_samples;
   if (fit.bootstrap_samples >= 10) {
     fit.has_intervals = true;
     // Held constants have no uncertainty of this fit's making: their intervals are the values themselves.
     for (const auto& [name, v] : {std::pair{"A", held.A}, std::pair{"alpha", held.alpha}, std::pair{"B", held.B},
                                   std::pair{"beta", held.beta}, std::pair{"E", held.E}, std::pair{"gamma", held.gamma}})
       fit.intervals[name] = {v, v};
-    for (auto& [name, sf] : fit.schemes) {
-      if (!ln_eff.count(name)) continue;
-      sf.eff_n_interval = percentile_interval(samples[name + ".eff_n"], o.confidence);
-      sf.eff_d_interval = percentile_interval(samples[name + ".eff_d"], o.confidence);
-      if (sf.eff_n_interval.hi - sf.eff_n_interval.lo > 0.5 * sf.eff.eff_n) fit.poorly_determined.push_back(name + ".eff_n");
-      if (sf.eff_d_interval.hi - sf.eff_d_interval.lo > 0.5 * sf.eff.eff_d) fit.poorly_determined.push_back(name + ".eff_d");
-    }
+    set_scheme_intervals(fit, ln_eff, samples, o.confidence);
   }
   add_residuals(fit, runs);
   return fit;
@@ -263,7 +289,7 @@ FitResult fit_scaling_law(const std::vector<Run>& runs, const FitOptions& o) {
   if (!(o.confidence > 0 && o.confidence < 1))
     throw std::invalid_argument(fmt::format("confidence {} must lie strictly between 0 and 1 (e.g. 0.9 for 90% "
                                             "intervals)", o.confidence));
-  std::map<std::string, std::vector<const Run*>> by_scheme;
+  ByScheme by_scheme;
   for (const Run& r : runs) by_scheme[r.scheme].push_back(&r);
   if (o.held_base) return fit_with_held_base(runs, by_scheme, o);
   if (!by_scheme.count(o.base_scheme)) {
@@ -306,53 +332,20 @@ FitResult fit_scaling_law(const std::vector<Run>& runs, const FitOptions& o) {
   fit.converged_starts = base.converged;
   fit.huber_delta = o.huber_delta;
   fit.confidence = o.confidence;
-  std::map<std::string, std::vector<double>> ln_eff;
-  for (const auto& [name, rs] : by_scheme) {
-    SchemeFit sf;
-    sf.runs = static_cast<int>(rs.size());
-    if (name != o.base_scheme) {
-      bool ok = false;
-      ln_eff[name] = fit_efficiency(points_of(rs), base.x, kEfficiencyStarts, o, backend, &ok);
-      if (!ok)
-        throw std::runtime_error(fmt::format("the efficiency fit of scheme '{}' did not converge; check its "
-                                             "runs", name));
-      sf.eff = {std::exp(ln_eff[name][0]), std::exp(ln_eff[name][1])};
-    }
-    sf.eff_n_interval = {sf.eff.eff_n, sf.eff.eff_n};
-    sf.eff_d_interval = {sf.eff.eff_d, sf.eff.eff_d};
-    fit.schemes[name] = sf;
-  }
+  const Samples ln_eff = fit_schemes(by_scheme, base.x, o, backend, fit);
 
   // Bootstrap: resample runs with replacement within each scheme, refit from the best solution and a
   // few fresh starts (the full multi-start is not needed near a known optimum).
-  std::map<std::string, std::vector<double>> samples;
+  Samples samples;
   for (int b = 0; b < o.bootstrap; ++b) {
-    auto resample = [&rng](const std::vector<const Run*>& rs) {
-      std::uniform_int_distribution<size_t> pick(0, rs.size() - 1);
-      std::vector<const Run*> out;
-      for (size_t i = 0; i < rs.size(); ++i) out.push_back(rs[pick(rng)]);
-      return out;
-    };
-    const auto pts = points_of(resample(base_runs));
+    const auto pts = points_of(resample(base_runs, rng));
     auto starts = random_base_starts(3, min_ln_loss, rng);
     starts.insert(starts.begin(), base.x);
     const BaseFit bb = fit_base(pts, starts, o, backend);
-    if (bb.x.empty()) continue;
-    std::map<std::string, std::vector<double>> effs;
-    bool all_ok = true;
-    for (const auto& [name, e] : ln_eff) {
-      bool ok = false;
-      effs[name] = fit_efficiency(points_of(resample(by_scheme[name])), bb.x, {e}, o, backend, &ok);
-      all_ok = all_ok && ok;
-    }
-    if (!all_ok) continue;
+    if (bb.x.empty() || !draw_efficiencies(ln_eff, by_scheme, bb.x, o, backend, rng, samples)) continue;
     const LawConstants c = constants_from(bb.x);
     samples["A"].push_back(c.A), samples["alpha"].push_back(c.alpha), samples["B"].push_back(c.B);
     samples["beta"].push_back(c.beta), samples["E"].push_back(c.E), samples["gamma"].push_back(c.gamma);
-    for (const auto& [name, e] : effs) {
-      samples[name + ".eff_n"].push_back(std::exp(e[0]));
-      samples[name + ".eff_d"].push_back(std::exp(e[1]));
-    }
     ++fit.bootstrap_samples;
   }
   if (fit.bootstrap_samples >= 10) {
@@ -360,18 +353,11 @@ FitResult fit_scaling_law(const std::vector<Run>& runs, const FitOptions& o) {
     const std::pair<const char*, double> constants[] = {{"A", fit.law.A},         {"alpha", fit.law.alpha},
                                                         {"B", fit.law.B},         {"beta", fit.law.beta},
                                                         {"E", fit.law.E},         {"gamma", fit.law.gamma}};
-    auto wide = [](Interval i, double v) { return (i.hi - i.lo) > 0.5 * std::abs(v); };
     for (const auto& [name, v] : constants) {
       fit.intervals[name] = percentile_interval(samples[name], o.confidence);
       if (wide(fit.intervals[name], v)) fit.poorly_determined.push_back(name);
     }
-    for (auto& [name, sf] : fit.schemes) {
-      if (name == o.base_scheme) continue;
-      sf.eff_n_interval = percentile_interval(samples[name + ".eff_n"], o.confidence);
-      sf.eff_d_interval = percentile_interval(samples[name + ".eff_d"], o.confidence);
-      if (wide(sf.eff_n_interval, sf.eff.eff_n)) fit.poorly_determined.push_back(name + ".eff_n");
-      if (wide(sf.eff_d_interval, sf.eff.eff_d)) fit.poorly_determined.push_back(name + ".eff_d");
-    }
+    set_scheme_intervals(fit, ln_eff, samples, o.confidence);
   }
 
   add_residuals(fit, runs);
