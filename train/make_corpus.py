@@ -84,7 +84,7 @@ def main(argv=None):
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "corpus"))
     ap.add_argument("--name", default="linux-6.1-bytes")
     ap.add_argument("--val-fraction", type=float, default=0.01)
-    ap.add_argument("--max-train-bytes", type=int, default=220_000_000)
+    ap.add_argument("--max-train-bytes", type=int, default=230_000_000)
     ap.add_argument("--max-val-bytes", type=int, default=4_000_000)
     ap.add_argument("--max-file-bytes", type=int, default=256 * 1024)
     ap.add_argument("--preset", type=int, default=9)

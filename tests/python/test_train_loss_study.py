@@ -20,7 +20,8 @@ make_corpus = importlib.import_module("make_corpus")
 corpus = importlib.import_module("corpus")
 plan = importlib.import_module("plan")
 
-TINY = ["--corpus", "stdlib", "--size", "tiny=1,64,2,1e-3", "--sizes", "tiny", "--batch", "2", "--seq-len", "32",
+TINY = ["--corpus", "stdlib", "--size", "tiny=1,64,2,1e-3", "--sizes", "tiny", "--base-ratios", "", "--batch", "2",
+        "--seq-len", "32",
         "--val-windows", "4", "--max-steps", "4", "--evals", "1", "--backend", "emulated", "--device", "cpu"]
 
 
@@ -115,14 +116,34 @@ def test_plan_order_and_keys():
     assert len(keys) == len(set(keys))
     cost = [r["n"] * r["tokens"] for r in runs]
     assert cost == sorted(cost)
-    smallest = min(plan.SIZES, key=lambda s: plan.non_embedding_params(*plan.SIZES[s][:2]))
-    assert {r["seed"] for r in runs if r["size"] == smallest} == set(plan.SEEDS_SMALLEST)
-    assert {r["seed"] for r in runs if r["size"] != smallest} == {plan.SEEDS_SMALLEST[0]}
-    assert len(runs) == len(plan.SCHEMES) * len(plan.RATIOS) * (len(plan.SIZES) + len(plan.SEEDS_SMALLEST) - 1)
+    smallest = min(plan.STUDY_SIZES, key=lambda s: plan.non_embedding_params(*plan.SIZES[s][:2]))
+    cheapest = (smallest, min(plan.RATIOS))
+    # the second seed only at the cheapest point, for every scheme
+    assert {(r["size"], r["ratio"]) for r in runs if r["seed"] != plan.SEEDS_CHEAPEST[0]} == {cheapest}
+    assert {r["scheme"] for r in runs if r["seed"] == plan.SEEDS_CHEAPEST[1]} == set(plan.STUDY_SCHEMES)
+    # every scheme at every size and ratio; the base scheme also at its extra budgets
+    for scheme in plan.STUDY_SCHEMES:
+        ratios = set(plan.RATIOS) | (set(plan.BASE_RATIOS) if scheme == plan.BASE_SCHEME else set())
+        got = {(r["size"], r["ratio"]) for r in runs if r["scheme"] == scheme and r["seed"] == 0}
+        assert got == {(s, t) for s in plan.STUDY_SIZES for t in ratios}, scheme
+    extra = len(set(plan.BASE_RATIOS) - set(plan.RATIOS))
+    assert len(runs) == len(plan.STUDY_SCHEMES) * (len(plan.STUDY_SIZES) * len(plan.RATIOS) + 1) + \
+        extra * len(plan.STUDY_SIZES)
     ns = sorted({r["n"] for r in runs})
-    assert 2.5e6 < ns[0] and ns[-1] < 3.5e7, ns
+    assert 1.5e6 < ns[0] and ns[-1] < 1e7, ns
     for r in runs:
         assert r["tokens"] >= r["ratio"] * r["n"] and r["tokens"] - r["ratio"] * r["n"] < 128 * 512
+        assert r["ratio"] >= 10
+
+
+def test_plan_completes_two_sizes_first():
+    """Cheapest first: every scheme's runs at the two smallest sizes (both budgets, the seed pair, the base
+    scheme's extra budgets) come before any run of a larger size, so a partial study fits."""
+    runs = plan.make_plan()
+    small = sorted(plan.STUDY_SIZES, key=lambda s: plan.non_embedding_params(*plan.SIZES[s][:2]))[:2]
+    first = [r for r in runs if r["size"] in small]
+    assert runs[:len(first)] == first
+    assert len(first) >= 30
 
 
 def test_param_count_matches_model():
@@ -189,7 +210,7 @@ def test_resume_skips_exactly_finished_keys(tiny_csv, tmp_path, capsys):
 
 def test_emulation_refused_without_flag(tmp_path, capsys):
     path = tmp_path / "runs.csv"
-    assert plan.main(TINY + ["--csv", str(path), "--ratios", "10,25", "--schemes", "nvfp4", "--seeds", "0"]) == 0
+    assert plan.main(TINY + ["--csv", str(path), "--ratios", "10,25", "--schemes", "nvfp4", "--seeds", "0"]) == 1
     out = capsys.readouterr().out
     assert not path.exists() and "refused" in out and "--allow-emulation" in out
     assert out.count("nvfp4-tiny-") == 1 + 1  # the first run tried and refused, the second not started
