@@ -78,14 +78,15 @@ class OutsideAutocast(nn.Module):
             return self.inner(x)
 
 
-def build_model(scheme, layers, hidden, heads, seq_len, seed, device, backend="auto"):
-    """The decoder of train/model.py with `scheme`'s linear layers, the same initial weights for a given seed."""
+def build_model(scheme, layers, hidden, heads, seq_len, seed, device, backend="auto", amp=True, layer_options=None):
+    """The decoder of train/model.py with `scheme`'s linear layers, the same initial weights for a given seed.
+    With amp, each nibble layer runs outside autocast (OutsideAutocast)."""
     torch.manual_seed(seed)
     model = Decoder(hidden=hidden, layers=layers, heads=heads, seq_len=seq_len).to(device)
     recipe, opts = SCHEMES[scheme]
     if recipe is not None:
-        nt.convert(model, recipe, backend=backend, **opts)
-        for name, m in list(model.named_modules()):
+        nt.convert(model, recipe, backend=backend, **{**opts, **(layer_options or {})})
+        for name, m in list(model.named_modules()) if amp else []:
             if isinstance(m, nt.Linear):
                 parent = model.get_submodule(name.rsplit(".", 1)[0]) if "." in name else model
                 setattr(parent, name.rsplit(".", 1)[-1], OutsideAutocast(m))
@@ -114,24 +115,32 @@ def layer_paths(model, autocast_on):
 
 class Trainer:
     """One model, its optimizer and its step. `wrap` (e.g. DistributedDataParallel) is applied to the model
-    before compiling; `model` stays the unwrapped module (parameters, layer paths, evaluation)."""
+    before compiling; `model` stays the unwrapped module (parameters, layer paths, evaluation). `step` is the
+    whole step; a caller that checks between its parts (train/train.py) calls set_lr, loss, backward, clip and
+    update itself, in that order."""
 
     def __init__(self, scheme, layers, hidden, heads, lr, steps, seed=0, seq_len=512, device="cuda",
-                 amp="bf16", compile="auto", backend="auto", warmup_fraction=0.05, clip=1.0, wrap=None, log=print):
+                 amp="bf16", compile="auto", backend="auto", warmup_fraction=0.05, warmup_steps=None, clip=1.0,
+                 wrap=None, layer_options=None, log=print):
         self.device = torch.device(device)
-        self.scheme, self.peak, self.steps, self.clip = scheme, lr, steps, clip
-        self.warmup = max(1, round(warmup_fraction * steps))
+        self.scheme, self.peak, self.steps, self.clip_norm = scheme, lr, steps, clip
+        self.warmup = warmup_steps or max(1, round(warmup_fraction * steps))
         self.amp = self.device.type == "cuda" and amp == "bf16"
-        self.model = build_model(scheme, layers, hidden, heads, seq_len, seed, self.device, backend)
-        self.opt = make_optimizer(self.model, lr, self.device)
-        self.net = wrap(self.model) if wrap else self.model
-        self.fwd, self.compile_note = self.net, "eager"
         self._rebuild = dict(scheme=scheme, layers=layers, hidden=hidden, heads=heads, seq_len=seq_len, seed=seed,
-                             backend=backend, lr=lr, wrap=wrap)
+                             backend=backend, lr=lr, wrap=wrap, layer_options=layer_options)
+        self._build()
         self.log = log
         if compile != "off" and hasattr(torch, "compile") and self.device.type == "cuda":
             self.fwd, self.compile_note = torch.compile(self.net), "compiled"
         self.calls = 0
+
+    def _build(self):
+        r = self._rebuild
+        self.model = build_model(r["scheme"], r["layers"], r["hidden"], r["heads"], r["seq_len"], r["seed"],
+                                 self.device, r["backend"], self.amp, r["layer_options"])
+        self.opt = make_optimizer(self.model, r["lr"], self.device)
+        self.net = r["wrap"](self.model) if r["wrap"] else self.model
+        self.fwd, self.compile_note = self.net, "eager"
 
     def autocast(self):
         return torch.autocast("cuda", dtype=torch.bfloat16) if self.amp else contextlib.nullcontext()
@@ -140,16 +149,27 @@ class Trainer:
         with self.autocast():
             return F.cross_entropy(self.fwd(x).flatten(0, 1).float(), y.flatten())
 
-    def _step(self, step, x, y):
-        lr = lr_at(step, self.steps, self.peak, self.warmup)
+    def set_lr(self, step):
         for g in self.opt.param_groups:
-            g["lr"] = lr
-        loss = self.loss(x, y)
+            g["lr"] = lr_at(step, self.steps, self.peak, self.warmup)
+
+    def backward(self, loss):
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
-        if self.clip:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
+
+    def clip(self):
+        """Clip the gradients' global norm; returns the norm before clipping (a device tensor)."""
+        return torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_norm or float("inf"))
+
+    def update(self):
         self.opt.step()
+
+    def _step(self, step, x, y):
+        self.set_lr(step)
+        loss = self.loss(x, y)
+        self.backward(loss)
+        self.clip()
+        self.update()
         return loss.detach()
 
     def step(self, step, x, y):
@@ -166,12 +186,8 @@ class Trainer:
             self.log(f"  torch.compile failed ({type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}); "
                      "training eager")
             torch._dynamo.reset()
-            r = self._rebuild
-            self.model = build_model(r["scheme"], r["layers"], r["hidden"], r["heads"], r["seq_len"], r["seed"],
-                                     self.device, r["backend"])
-            self.opt = make_optimizer(self.model, r["lr"], self.device)
-            self.net = r["wrap"](self.model) if r["wrap"] else self.model
-            self.fwd, self.compile_note = self.net, f"eager (compile failed: {type(e).__name__})"
+            self._build()
+            self.compile_note = f"eager (compile failed: {type(e).__name__})"
             return self._step(step, x, y)
 
     @torch.no_grad()
