@@ -1,14 +1,16 @@
 """Train the same small Llama-style decoder once per recipe and compare validation losses.
 
-    python3 train/train.py --max-minutes 20 --out out/train          # all recipes, one budget
+    python3 train/train.py --max-minutes 20 --out out/train          # all schemes, one budget
     python3 train/train.py --recipes bf16,quartet --steps 200 --hidden 256 --layers 2   # quick
 
-Same seed, same initial weights and same data order for every recipe. Linear layers inside the blocks
-run the recipe (nibble.torch.convert); embeddings, LM head, norms, attention and AdamW (FP32 master
-weights) stay in FP32. Outputs in --out: results.json, runs.csv (scheme,n,d,loss for `nibble law fit`),
-val_loss.svg, log.txt, rewritten after every recipe. A NaN/inf, or a training loss that climbs
---diverge-margin above the first step's after warm-up, stops that recipe's run naming the step and the
-layer (nibble.torch.NonFiniteError); the other recipes still run and the exit status is 1.
+Every recipe trains through train/loop.py's Trainer, the loss study's step (BF16 autocast outside the
+recipe GEMMs, torch.compile on CUDA, fused AdamW; bf16 is torch's nn.Linear under autocast), with the same
+seed, initial weights and data order. This script adds the checks of a comparison run between the step's
+parts: a NaN/inf, or a training loss that climbs --diverge-margin above the first step's after warm-up,
+stops that recipe's run naming the step and the layer (nibble.torch.NonFiniteError; the layers check with
+check_finite="sync", and the loss is read every step); the other recipes still run and the exit status is 1.
+Outputs in --out: results.json, runs.csv (scheme,n,d,loss for `nibble law fit`), val_loss.svg, log.txt,
+rewritten after every recipe.
 
 Data-parallel (torch DistributedDataParallel), one process per GPU, when launched by torchrun (WORLD_SIZE
 > 1, or --ddp):
@@ -17,8 +19,9 @@ Data-parallel (torch DistributedDataParallel), one process per GPU, when launche
     python3 train/compare_runs.py out/single/results.json out/ddp8/results.json
 
 Each global batch of --batch windows (the single-process run's, same order) is split evenly across the
-ranks; DDP averages the gradients, nibble.distributed gives every rank its own backward seeds and
-all-reduces fp8-delayed's amax histories after each step. Rank 0 evaluates and writes the outputs.
+ranks; DDP (the Trainer's `wrap`) averages the gradients, nibble.distributed gives every rank its own
+backward seeds and all-reduces fp8-delayed's amax histories after each step. Rank 0 evaluates and writes
+the outputs.
 """
 import argparse
 import json
@@ -34,49 +37,23 @@ from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import loop  # noqa: E402
 import nibble.distributed as nd  # noqa: E402
 import nibble.torch as nt  # noqa: E402
 from corpus import batch_order, load_named, windows  # noqa: E402
-from model import Decoder  # noqa: E402
 from plot_svg import loss_curves_svg  # noqa: E402
 
-# label -> (nibble recipe, options); the label is the scheme name in runs.csv.
-SCHEMES = {
-    "bf16": ("bf16", {}),
-    "fp8-delayed": ("fp8-delayed", {}),
-    "fp8-current": ("fp8-current", {}),
-    "mxfp4-rtn": ("mxfp4", {}),
-    "quartet": ("quartet", {"backward_rounding": "nearest"}),
-    "quartet-sr": ("quartet", {"backward_rounding": "stochastic"}),
-    "nvfp4": ("nvfp4", {}),
-}
+# label -> (nibble recipe or None for torch's BF16, options): the loss study's schemes; the label is the
+# scheme name in runs.csv.
+SCHEMES = loop.SCHEMES
 
 
-def lr_at(step, steps, peak, warmup):
-    if step < warmup:
-        return peak * (step + 1) / warmup
-    p = (step - warmup) / max(1, steps - warmup)
-    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * p)))  # cosine down to 10% of peak
-
-
-@torch.no_grad()
-def evaluate(model, val, starts, seq_len, batch):
-    model.eval()
-    total, n = 0.0, 0
-    for i in range(0, len(starts), batch):
-        x, y = windows(val, starts[i:i + batch], seq_len)
-        total += float(F.cross_entropy(model(x).flatten(0, 1).float(), y.flatten(), reduction="sum"))
-        n += y.numel()
-    model.train()
-    return total / n
-
-
-def evaluate_on_rank0(model, val, starts, seq_len, batch):
-    """evaluate() on rank 0; under DDP the other ranks receive its value (so every rank keeps the same
-    curve and takes the same decisions) instead of evaluating."""
+def evaluate_on_rank0(tr, val, starts, seq_len, batch):
+    """The Trainer's evaluation on rank 0; under DDP the other ranks receive its value (so every rank keeps
+    the same curve and takes the same decisions) instead of evaluating."""
     if not DDP:
-        return evaluate(model, val, starts, seq_len, batch)
-    t = torch.tensor([evaluate(model, val, starts, seq_len, batch) if RANK == 0 else 0.0], dtype=torch.float64,
+        return tr.evaluate(val, starts, seq_len, batch)
+    t = torch.tensor([tr.evaluate(val, starts, seq_len, batch) if RANK == 0 else 0.0], dtype=torch.float64,
                      device=DEVICE)
     dist.broadcast(t, 0)
     return float(t.item())
@@ -106,18 +83,18 @@ def agree_on_loss(label, lv, err):
     return float("nan"), f"{label}: rank {bad[0]}{also}: {body}"
 
 
-def backward(loss, net):
-    """loss.backward(). Under DDP with the nibble layers' finite checks off during backward: a layer raising
-    in the middle of backward on one rank would leave the other ranks waiting forever in DDP's gradient
-    all-reduce. A NaN/inf made in backward still reaches every rank (the averaged gradients hold it), so
-    the gradient-norm check after it stops all ranks together, naming the parameters."""
+def backward(tr, loss):
+    """The Trainer's backward. Under DDP with the nibble layers' finite checks off during backward: a layer
+    raising in the middle of backward on one rank would leave the other ranks waiting forever in DDP's
+    gradient all-reduce. A NaN/inf made in backward still reaches every rank (the averaged gradients hold
+    it), so the gradient-norm check after it stops all ranks together, naming the parameters."""
     if not DDP:
-        return loss.backward()
-    quiet = [m for m in net.modules() if isinstance(m, nt.Linear) and m.options["check_finite"]]
+        return tr.backward(loss)
+    quiet = [m for m in tr.model.modules() if isinstance(m, nt.Linear) and m.options["check_finite"]]
     for m in quiet:
         m.options["check_finite"] = False
     try:
-        loss.backward()
+        tr.backward(loss)
     finally:
         for m in quiet:
             m.options["check_finite"] = True
@@ -188,29 +165,29 @@ def grad_report(model, finite_only=False):
 
 
 def train_one(label, args, train, val, order, val_starts, log, deadline=None, eval_estimate=0.0):
-    """Train one recipe on `order` ([steps, batch] window starts). Stops early (truncated) when the wall
-    clock would pass `deadline` before the final evaluation; raises NonFiniteError on NaN/inf or divergence."""
-    recipe, opts = SCHEMES[label]
+    """Train one recipe on `order` ([steps, batch] window starts) through train/loop.py's Trainer (the loss
+    study's step), checking between its parts. Stops early (truncated) when the wall clock would pass
+    `deadline` before the final evaluation; raises NonFiniteError on NaN/inf or divergence."""
+    recipe = SCHEMES[label][0] or "torch-bf16"
     t_setup = time.perf_counter()
-    torch.manual_seed(args.seed)  # identical initial weights for every recipe
-    model = Decoder(hidden=args.hidden, layers=args.layers, heads=args.heads, seq_len=args.seq_len).to(DEVICE)
-    # check_finite="sync": a NaN is reported inside the pass of the layer where it first appears
-    nt.convert(model, recipe, backend=args.backend, **{"check_finite": "sync", **opts})
-    net = model  # the Decoder itself: parameters, evaluation, checks; `model` runs the training forward
-    if DDP:
+    steps = order.shape[0]
+
+    def wrap(net):
         # broadcast_buffers=False: rank 0's buffers must not overwrite the per-rank seeds before every
         # forward (nibble/distributed.py says why). Seeds AFTER wrapping: the constructor copies rank 0's.
-        model = DistributedDataParallel(net, device_ids=[DEVICE.index] if DEVICE.type == "cuda" else None,
-                                        broadcast_buffers=False)
+        ddp = DistributedDataParallel(net, device_ids=[DEVICE.index] if DEVICE.type == "cuda" else None,
+                                      broadcast_buffers=False)
         nd.seed_per_rank(net, RANK)
-    decay = [p for n, p in net.named_parameters() if p.dim() >= 2]
-    rest = [p for n, p in net.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
-                            lr=args.lr, betas=(0.9, 0.95))
+        return ddp
+    # check_finite="sync": a NaN is reported inside the pass of the layer where it first appears
+    tr = loop.Trainer(label, args.layers, args.hidden, args.heads, args.lr, steps, seed=args.seed,
+                      seq_len=args.seq_len, device=DEVICE, amp=args.amp, compile=args.compile, backend=args.backend,
+                      warmup_steps=args.warmup, wrap=wrap if DDP else None, layer_options={"check_finite": "sync"},
+                      log=log)
+    net = tr.model  # the Decoder itself: parameters, evaluation, checks
     sync()
     setup_s = time.perf_counter() - t_setup
     curve, step_times, eval_times, tokens = [], [], [], 0
-    steps = order.shape[0]
     first_loss, truncated = None, None
     for step in range(steps):
         if deadline is not None and step > 0 and agree(time.perf_counter() + eval_estimate + (
@@ -218,8 +195,7 @@ def train_one(label, args, train, val, order, val_starts, log, deadline=None, ev
             truncated = step
             log(f"{label}: time budget reached: stopping after {step} of {steps} steps (truncated run)")
             break
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step, steps, args.lr, args.warmup)
+        tr.set_lr(step)
         # Under DDP each rank takes its contiguous 1/WORLD of the global batch.
         x, y = windows(train, order[step].reshape(WORLD, -1)[RANK] if DDP else order[step], args.seq_len)
         if step == args.inject_nan_step and args.inject_nan_rank in (None, RANK):
@@ -229,7 +205,7 @@ def train_one(label, args, train, val, order, val_starts, log, deadline=None, ev
         t0 = time.perf_counter()
         err = None
         try:
-            loss = F.cross_entropy(model(x).flatten(0, 1).float(), y.flatten())
+            loss = tr.loss(x, y)
         except nt.NonFiniteError as e:
             # A nibble layer saw it; when it came from upstream, name the module that made it.
             err = f"{label}: {e}" + ("; " + locate_non_finite(net, x, layers_quiet=True) if "input (" in str(e) else "")
@@ -241,29 +217,27 @@ def train_one(label, args, train, val, order, val_starts, log, deadline=None, ev
         if err:
             raise nt.NonFiniteError(err)
         first_loss = lv if first_loss is None else first_loss
-        if step >= max(args.warmup, 10) and lv > first_loss + args.diverge_margin:
-            opt.zero_grad(set_to_none=True)
-            backward(loss, net)
+        if step >= max(tr.warmup, 10) and lv > first_loss + args.diverge_margin:
+            backward(tr, loss)
             top = grad_report(net, finite_only=True)[:3]
             raise nt.NonFiniteError(
                 f"{label}: step {step}: DIVERGED: training loss {lv:.4f} is above the initial loss {first_loss:.4f} "
                 f"+ {args.diverge_margin}; largest gradients at this step: "
                 + ", ".join(f"{n} {g:.3g}" for n, g in top))
-        opt.zero_grad(set_to_none=True)
         try:
-            backward(loss, net)
+            backward(tr, loss)
         except nt.NonFiniteError as e:
             bad = [n for n, _ in grad_report(net)]
             raise nt.NonFiniteError(f"{label}: {e}" + (f"; parameters whose gradients are already NaN/inf: "
                                                          f"{bad[:5]}" if bad else "")) from None
         # Under DDP the gradients are the same on every rank after the all-reduce, so is this norm, and
         # all ranks take this stop together.
-        gnorm = float(torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0))
+        gnorm = float(tr.clip())
         if not math.isfinite(gnorm):
             bad = grad_report(net)
             raise nt.NonFiniteError(f"{label}: step {step}: non-finite gradient norm ({gnorm}); parameters with "
                                     f"NaN/inf gradients: {[n for n, _ in bad[:5]]} ({len(bad)} in all)")
-        opt.step()
+        tr.update()
         if DDP:
             nd.sync_amax(net)  # the next step's delayed scales from every rank's amaxes
         sync()
@@ -271,30 +245,30 @@ def train_one(label, args, train, val, order, val_starts, log, deadline=None, ev
         tokens += x.numel() * WORLD  # the global batch's tokens
         if step % args.eval_every == 0 or step == steps - 1:
             te = time.perf_counter()
-            v = evaluate_on_rank0(net, val, val_starts, args.seq_len, args.batch)
+            v = evaluate_on_rank0(tr, val, val_starts, args.seq_len, args.batch)
             eval_times.append(time.perf_counter() - te)
             curve.append((step, v))
             log(f"{label:12s} step {step:5d}  train {lv:.4f}  val {v:.4f}  "
                 f"{tokens / sum(step_times):,.0f} tok/s")
     if truncated is not None and (not curve or curve[-1][0] != truncated - 1):
         te = time.perf_counter()
-        curve.append((truncated - 1, evaluate_on_rank0(net, val, val_starts, args.seq_len, args.batch)))
+        curve.append((truncated - 1, evaluate_on_rank0(tr, val, val_starts, args.seq_len, args.batch)))
         eval_times.append(time.perf_counter() - te)
-    path = next((m.last_path for m in net.modules() if isinstance(m, nt.Linear)), "fp32 (no nibble layers)")
+    kind, path, bpath = tr.paths()
     if args.dump_rank_state:
         dump_rank_state(args.dump_rank_state, label, net)
     t_train = sum(step_times)
-    return dict(scheme=label, recipe=recipe, options=opts, final_val_loss=curve[-1][1], curve=curve,
+    return dict(scheme=label, recipe=recipe, options=SCHEMES[label][1], final_val_loss=curve[-1][1], curve=curve,
                 steps_run=len(step_times), truncated=truncated is not None, tokens=tokens,
                 tokens_per_s=tokens / t_train, train_seconds=t_train, eval_seconds=sum(eval_times),
-                setup_seconds=setup_s, step_seconds=step_times, path=path,
-                non_embedding_params=net.non_embedding_params(),
+                setup_seconds=setup_s, step_seconds=step_times, path=path, path_kind=kind, backward_path=bpath,
+                compile=tr.compile_note, non_embedding_params=net.non_embedding_params(),
                 tokens_per_param=tokens / net.non_embedding_params())
 
 
 # Expected cost order of the emulated recipes (slowest first): calibration measures these first, so a
 # calibration cut short by its time cap extrapolates the rest from slower recipes, never faster ones.
-_COST_ORDER = ("quartet-sr", "quartet", "nvfp4", "mxfp4-rtn", "fp8-delayed", "fp8-current", "bf16")
+_COST_ORDER = ("quartet-sr", "quartet", "nvfp4", "mxfp8", "mxfp4", "fp8-delayed", "fp8-current", "bf16")
 
 
 def calibrate_steps(args, labels, train, val, val_starts, deadline, log):
@@ -391,6 +365,9 @@ def main(argv=None):
     ap.add_argument("--corpus", default="auto", help="linux (the packed corpus, data/corpus), stdlib (Python's "
                     "standard library), auto (linux when packed, else stdlib), or a folder of .py files")
     ap.add_argument("--backend", default="auto", help="nibble.torch backend: auto | emulated | reference")
+    ap.add_argument("--compile", choices=("auto", "off"), default="auto",
+                    help="auto: torch.compile on CUDA, eager when compiling fails (results.json says which ran)")
+    ap.add_argument("--amp", choices=("bf16", "off"), default="bf16", help="autocast outside the recipe GEMMs (CUDA)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--diverge-margin", type=float, default=1.0,
                     help="after warm-up, a training loss this far above the first step's loss stops the run")

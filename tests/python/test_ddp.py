@@ -115,8 +115,9 @@ def test_amax_histories_and_weights_identical_on_both_ranks(runs, label):
 def test_per_rank_seeds_differ_and_are_reproducible(runs):
     # The layer seeds convert() gives (deterministic), then rank_seed(layer seed, rank) on each rank.
     model = _load("nibble_model", os.path.join(ROOT, "train", "model.py")).Decoder(hidden=64, layers=1, heads=2)
-    base = {n: m.seed for n, m in nd.nibble_layers(nt.convert(model, "bf16"))}
-    for label in ("bf16", "fp8-delayed", "quartet"):
+    base = {n: m.seed for n, m in nd.nibble_layers(nt.convert(model, "quartet"))}
+    assert _state(runs, 0, "bf16")["seeds"] == {}  # the bf16 scheme is torch's nn.Linear: no nibble layers
+    for label in ("fp8-delayed", "quartet"):
         s0, s1 = _state(runs, 0, label)["seeds"], _state(runs, 1, label)["seeds"]
         assert set(s0) == set(s1) == set(base) and len(base) == 4
         assert s0 == {n: nd.rank_seed(b, 0) for n, b in base.items()}
