@@ -12,6 +12,9 @@ files in ascending h (a uniform sample of the tree) until --max-train-bytes, val
 compression; training samples random windows anyway). Tokens are bytes (vocabulary 256); every file
 is followed by one NUL byte, which no selected text contains, as a document separator.
 
+By default the result must reproduce the manifest already in --out (the committed one): every sha256
+is compared, and a difference stops with both values before anything is written (--new makes another corpus).
+
 Outputs: <name>.train.xz, <name>.val.xz (raw byte streams, xz via Python's lzma) and <name>.json (the
 manifest: package, tarball, rule, file counts, raw and compressed sizes, sha256 of each raw stream,
 which train/corpus.py checks after decompressing).
@@ -75,7 +78,13 @@ def read_members(tar_path, max_file_bytes):
     return texts
 
 
-def main(argv=None):
+def parse_defaults():
+    """The selection rule's defaults (what `bash tools/make_corpus.sh` uses), as a dict."""
+    a = build_parser().parse_args(["--tar", "-", "--version", "-", "--deb-sha256", "-"])
+    return vars(a)
+
+
+def build_parser():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tar", required=True, help="linux-source-*.tar.xz from the package")
     ap.add_argument("--package", default="linux-source-6.1")
@@ -88,7 +97,21 @@ def main(argv=None):
     ap.add_argument("--max-val-bytes", type=int, default=4_000_000)
     ap.add_argument("--max-file-bytes", type=int, default=256 * 1024)
     ap.add_argument("--preset", type=int, default=9)
-    a = ap.parse_args(argv)
+    ap.add_argument("--expect", default=None,
+                    help="the manifest the result must reproduce (default: the one already in --out, i.e. the "
+                         "committed data/corpus manifest); a different package, rule or stream stops with both "
+                         "values and writes nothing")
+    ap.add_argument("--new", action="store_true", help="make a new corpus: no manifest to reproduce")
+    return ap
+
+
+def main(argv=None):
+    a = build_parser().parse_args(argv)
+    expect_path = a.expect or os.path.join(a.out, f"{a.name}.json")
+    expected = None
+    if not a.new and os.path.exists(expect_path):
+        with open(expect_path) as f:
+            expected = json.load(f)
     t0 = time.perf_counter()
     texts = read_members(a.tar, a.max_file_bytes)
     t_read = time.perf_counter() - t0
@@ -105,26 +128,58 @@ def main(argv=None):
                   separator="one NUL byte after every file"),
         tokenizer="bytes (vocabulary 256)", selectable_files=len(texts),
         selectable_bytes=sum(len(d) for d in texts.values()), splits={})
+    packed_splits = {}
     for split, paths in picks.items():
         blob = b"".join(texts[p] + SEPARATOR for p in paths)
         t1 = time.perf_counter()
         packed = lzma.compress(blob, preset=a.preset)
         t_xz = time.perf_counter() - t1
         fname = f"{a.name}.{split}.xz"
-        with open(os.path.join(a.out, fname), "wb") as f:
-            f.write(packed)
+        packed_splits[fname] = packed
         manifest["splits"][split] = dict(
             file=fname, files=len(paths), bytes=len(blob), sha256=hashlib.sha256(blob).hexdigest(),
             xz_bytes=len(packed), xz_sha256=hashlib.sha256(packed).hexdigest(),
             paths_sha256=hashlib.sha256("\n".join(paths).encode()).hexdigest())
         print(f"{split}: {len(paths)} files, {len(blob):,} bytes -> {len(packed):,} xz bytes "
               f"(ratio {len(blob) / len(packed):.2f}, {t_xz:.0f} s)", flush=True)
+    if expected is not None:
+        differences = manifest_differences(expected, manifest)
+        if differences:
+            print(f"make_corpus: the corpus made here differs from {expect_path}; nothing written:", file=sys.stderr)
+            for what, want, got in differences:
+                print(f"  {what}: manifest {want}, made {got}", file=sys.stderr)
+            print("  (a different package version in the archive makes another corpus; --new writes it anyway)",
+                  file=sys.stderr)
+            return 1
+        print(f"make_corpus: every sha256 equals {expect_path}")
+    for fname, packed in packed_splits.items():
+        tmp = os.path.join(a.out, fname + ".part")
+        with open(tmp, "wb") as f:
+            f.write(packed)
+        os.replace(tmp, os.path.join(a.out, fname))
     with open(os.path.join(a.out, f"{a.name}.json"), "w") as f:
         json.dump(manifest, f, indent=1)
         f.write("\n")
     print(f"{len(texts)} selectable files ({manifest['selectable_bytes']:,} bytes) read in {t_read:.0f} s; "
           f"total {time.perf_counter() - t0:.0f} s")
     return 0
+
+
+def manifest_differences(expected, made):
+    """[(field, expected value, made value)] for every identifying field that differs: the package, the
+    tarball, the rule, and per split its file count, bytes and sha256 values (the raw stream's sha256 is
+    the corpus's identity; the xz stream's depends also on the compressor)."""
+    out = []
+    for k in ("package", "package_version", "deb_sha256", "tarball_sha256", "rule", "selectable_files",
+              "selectable_bytes"):
+        if expected.get(k) != made.get(k):
+            out.append((k, expected.get(k), made.get(k)))
+    for split in sorted(set(expected.get("splits", {})) | set(made["splits"])):
+        e, m = expected.get("splits", {}).get(split, {}), made["splits"].get(split, {})
+        for k in ("files", "bytes", "sha256", "paths_sha256", "xz_sha256"):
+            if e.get(k) != m.get(k):
+                out.append((f"{split}.{k}", e.get(k), m.get(k)))
+    return out
 
 
 def sha256_file(path):

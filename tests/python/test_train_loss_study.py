@@ -99,15 +99,41 @@ def test_pack_and_load_round_trip(tmp_path):
         corpus.load_packed(str(out), "t", str(cache))
 
 
-def test_shipped_corpus_manifest_matches_files():
+def test_shipped_manifest_names_the_packed_corpus():
     m = corpus.packed_manifest()
     assert m is not None, "data/corpus keeps the manifest in git"
-    if not all(os.path.exists(os.path.join(corpus.PACKED_DIR, i["file"])) for i in m["splits"].values()):
-        pytest.skip("the corpus streams are not made here (bash tools/make_corpus.sh)")
-    for split in ("train", "val"):
-        info = m["splits"][split]
-        assert os.path.getsize(os.path.join(corpus.PACKED_DIR, info["file"])) == info["xz_bytes"]
-    assert m["splits"]["train"]["bytes"] > 100 * m["splits"]["val"]["bytes"] / 4
+    assert m["rule"]["max_train_bytes"] == m["splits"]["train"]["bytes"] == 230_000_000
+    # make_corpus.py's defaults are the manifest's rule: `bash tools/make_corpus.sh` reproduces it
+    defaults = make_corpus.parse_defaults()
+    for k in ("max_train_bytes", "max_val_bytes", "max_file_bytes", "val_fraction"):
+        assert defaults[k] == m["rule"][k], k
+    assert m["name"] == defaults["name"] == corpus.PACKED_NAME
+    assert all(len(m["splits"][s]["sha256"]) == 64 for s in ("train", "val"))
+
+
+def test_repacking_must_reproduce_the_manifest(tmp_path, capsys):
+    """A corpus made again equals its manifest (every sha256 checked) or stops with both values, writing nothing."""
+    rng = random.Random()
+    files = {p: bytes(rng.randrange(1, 256) for _ in range(rng.randrange(1, 300))) for p in random_paths(rng, 200)}
+    tar = tmp_path / "src.tar.xz"
+    write_tar(tar, files)
+    out = tmp_path / "packed"
+    args = ["--tar", str(tar), "--version", "1", "--deb-sha256", "0" * 64, "--out", str(out), "--name", "t",
+            "--val-fraction", "0.2", "--preset", "1"]
+    assert make_corpus.main(args) == 0  # no manifest yet: a new corpus
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert make_corpus.main(args) == 0 and "every sha256 equals" in capsys.readouterr().out
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    # another byte budget gives another training stream: refused, naming both sha256 values
+    assert make_corpus.main(args + ["--max-train-bytes", "5000"]) == 1
+    err = capsys.readouterr().err
+    m = corpus.packed_manifest(str(out), "t")
+    assert "train.sha256" in err and m["splits"]["train"]["sha256"] in err and "nothing written" in err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    # the loader refuses a stream that does not belong to the manifest
+    (out / "t.train.xz").write_bytes(lzma.compress(b"other text\0"))
+    with pytest.raises(ValueError, match="t.train.xz"):
+        corpus.load_packed(str(out), "t", str(tmp_path / "cache"))
 
 
 def test_plan_order_and_keys():
