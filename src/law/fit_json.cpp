@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -20,6 +21,26 @@ Interval interval_field(const nlohmann::json& j, const std::string& key, double 
       j[key][1].is_number())
     return {j[key][0].get<double>(), j[key][1].get<double>()};
   return {fallback, fallback};
+}
+
+// What the fitted runs say about themselves, from the columns a loss-study CSV carries (train/plan.py):
+// the distinct values of each, and the first and last date a run finished. Empty when no run has them.
+nlohmann::json runs_provenance(const std::vector<RunResidual>& residuals) {
+  static const char* const kColumns[] = {"corpus", "size", "gpu", "path_kind", "torch", "batch", "seq_len"};
+  nlohmann::json out = nlohmann::json::object();
+  for (const char* column : kColumns) {
+    std::set<std::string> values;
+    for (const auto& r : residuals)
+      if (auto it = r.run.metadata.find(column); it != r.run.metadata.end() && !it->second.empty())
+        values.insert(it->second);
+    if (!values.empty()) out[column] = std::vector<std::string>(values.begin(), values.end());
+  }
+  std::set<std::string> days;
+  for (const auto& r : residuals)
+    if (auto it = r.run.metadata.find("finished_utc"); it != r.run.metadata.end() && it->second.size() >= 10)
+      days.insert(it->second.substr(0, 10));
+  if (!days.empty()) out["dates"] = {*days.begin(), *days.rbegin()};
+  return out;
 }
 
 }  // namespace
@@ -58,6 +79,7 @@ nlohmann::json fit_to_json(const FitResult& fit) {
       sj["intervals"] = nullptr;
     j["schemes"][name] = sj;
   }
+  if (auto runs = runs_provenance(fit.residuals); !runs.empty()) j["runs_data"] = runs;
   j["residuals"] = nlohmann::json::array();
   for (const auto& r : fit.residuals) {
     nlohmann::json rj{{"scheme", r.run.scheme},  {"n", r.run.n},

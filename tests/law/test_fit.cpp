@@ -356,6 +356,29 @@ TEST(FitJson, MissingFieldNamesIt) {
   EXPECT_THROW(scheme_efficiency(fit_from_json(j), "quartet"), std::invalid_argument);
 }
 
+TEST(FitJson, RunsDataSummarisesTheStudyColumns) {
+  std::istringstream csv(
+      "scheme,n,d,loss,size,corpus,gpu,path_kind,finished_utc\n"
+      "bf16,1e6,1e7,2.0,xs,linux-6.1-bytes,NVIDIA H100 80GB HBM3,torch,2026-12-07T20:01:02Z\n"
+      "quartet,2e6,2e7,1.9,s,linux-6.1-bytes,NVIDIA H100 80GB HBM3,cuda,2026-12-08T01:00:00Z\n"
+      "bf16,2e6,4e7,1.8,s,linux-6.1-bytes,NVIDIA H200,torch,2026-12-06T23:59:59Z\n");
+  FitResult fit;
+  for (auto& r : parse_runs_csv(csv)) fit.residuals.push_back({r, r.loss, 0.0});
+  const nlohmann::json j = fit_to_json(fit);
+  ASSERT_TRUE(j.contains("runs_data")) << j.dump();
+  const auto& d = j["runs_data"];
+  EXPECT_EQ(d["size"], nlohmann::json({"s", "xs"}));
+  EXPECT_EQ(d["corpus"], nlohmann::json({"linux-6.1-bytes"}));
+  EXPECT_EQ(d["gpu"], nlohmann::json({"NVIDIA H100 80GB HBM3", "NVIDIA H200"}));
+  EXPECT_EQ(d["path_kind"], nlohmann::json({"cuda", "torch"}));
+  EXPECT_EQ(d["dates"], nlohmann::json({"2026-12-06", "2026-12-08"}));
+  // Runs without those columns: no runs_data at all (nothing is made up).
+  std::istringstream bare("scheme,n,d,loss\nbf16,1e6,1e7,2.0\n");
+  FitResult plain;
+  for (auto& r : parse_runs_csv(bare)) plain.residuals.push_back({r, r.loss, 0.0});
+  EXPECT_FALSE(fit_to_json(plain).contains("runs_data"));
+}
+
 TEST(HuberRho, QuadraticInsideLinearOutside) {
   EXPECT_DOUBLE_EQ(detail::huber_rho(0.5e-4, 1e-4), 0.25e-8);
   EXPECT_DOUBLE_EQ(detail::huber_rho(-3e-4, 1e-4), 2 * 1e-4 * 3e-4 - 1e-8);
