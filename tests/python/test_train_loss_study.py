@@ -343,3 +343,18 @@ def test_study_table_without_seed_pairs_and_bad_input(tmp_path, capsys):
     bad.write_text(STUDY_HEADER + "r,bf16,3e6,3e7,nan?,0,xs\n")
     assert study_table.main([str(bad)]) == 1
     assert "line 2" in capsys.readouterr().err
+
+
+def test_workers_take_every_run_exactly_once(tmp_path):
+    """--workers 2: two processes share the plan; each run is trained by one of them, every row says so."""
+    path = tmp_path / "runs.csv"
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "train", "plan.py")] + TINY +
+                       ["--csv", str(path), "--ratios", "10,20", "--schemes", "bf16,quartet", "--seeds", "0,1",
+                        "--allow-emulation", "--workers", "2"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    got = [row["run"] for row in rows(path)]
+    want = [p["run"] for p in plan.make_plan(["tiny"], [10, 20], ["bf16", "quartet"], 2, 32, (0, 1), 4,
+                                             dict(plan.SIZES, tiny=(1, 64, 2, 1e-3)), [])]
+    assert sorted(got) == sorted(want) and len(got) == len(set(got)) == 6
+    assert {row["gpu_shared_by"] for row in rows(path)} == {"2"}
+    assert "[w0]" in r.stdout and "[w1]" in r.stdout and "2 workers ended with status [0, 0]" in r.stdout
