@@ -104,12 +104,17 @@ def append_row(path, row, columns):
     """One complete line per run, written in a single write under an exclusive lock (several workers append
     to one file) and flushed to disk; header when the file is new."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "a", newline="") as f:
+    with open(path, "a+", newline="") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
-        if f.tell() == 0:
+        f.seek(0)
+        header = f.readline().rstrip("\r\n")
+        if not header:
             w.writeheader()
+        elif header != ",".join(columns):
+            fcntl.flock(f, fcntl.LOCK_UN)
+            check_header(path, columns)
         w.writerow({k: row.get(k, "") for k in columns})
         f.write(buf.getvalue())
         f.flush()
@@ -128,6 +133,19 @@ def claim(path, run):
             f.flush()
         fcntl.flock(f, fcntl.LOCK_UN)
     return not taken
+
+
+def check_header(path, columns=COLUMNS):
+    """A runs CSV that exists must have this version's columns (rows are appended in that order)."""
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return
+    with open(path, newline="") as f:
+        header = f.readline().rstrip("\r\n")
+    if header != ",".join(columns):
+        missing = [c for c in columns if c not in header.split(",")]
+        raise SystemExit(f"plan: {path} has the header '{header}', not this version's columns "
+                         f"(missing: {', '.join(missing) or 'none; another order'}): one CSV holds one layout; "
+                         "pass --csv with another file")
 
 
 def check_study(rows, settings, path):
@@ -299,6 +317,7 @@ def main(argv=None):
     t0 = time.perf_counter()
     argv = sys.argv[1:] if argv is None else list(argv)
     a, table, plan = parse_args(argv)
+    check_header(a.csv)
     rows = read_rows(a.csv)
     failed_csv = os.path.join(os.path.dirname(os.path.abspath(a.csv)), "failed.csv")
     curves_path = os.path.join(os.path.dirname(os.path.abspath(a.csv)), "curves.jsonl")

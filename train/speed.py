@@ -27,7 +27,9 @@ TARGETS = {"bf16_of_peer": 0.9, "quantized_of_bf16": {"xs": 0.6, "s": 0.75}}
 
 
 def peer_trainer(layers, hidden, heads, lr, seq_len, device):
-    """The plain-PyTorch step: train/model.py's decoder with nn.RMSNorm, compiled, fused AdamW; no nibble."""
+    """The plain-PyTorch step: train/model.py's decoder with nn.RMSNorm, compiled, fused AdamW; no nibble.
+    (On CPU, a smoke test only: eager, FP32, and the model's own RMSNorm where torch has no nn.RMSNorm.)"""
+    import contextlib
     import torch
     import torch.nn.functional as F
     from torch import nn
@@ -35,25 +37,30 @@ def peer_trainer(layers, hidden, heads, lr, seq_len, device):
     from model import Decoder
     torch.manual_seed(0)
     model = Decoder(hidden=hidden, layers=layers, heads=heads, seq_len=seq_len)
-    for blk in model.blocks:
-        blk.attn_norm, blk.mlp_norm = nn.RMSNorm(hidden, eps=1e-6), nn.RMSNorm(hidden, eps=1e-6)
-    model.norm = nn.RMSNorm(hidden, eps=1e-6)
+    norm = "nn.RMSNorm" if hasattr(nn, "RMSNorm") else "train/model.py's RMSNorm (torch has no nn.RMSNorm)"
+    if hasattr(nn, "RMSNorm"):
+        for blk in model.blocks:
+            blk.attn_norm, blk.mlp_norm = nn.RMSNorm(hidden, eps=1e-6), nn.RMSNorm(hidden, eps=1e-6)
+        model.norm = nn.RMSNorm(hidden, eps=1e-6)
     model = model.to(device)
+    cuda = device.type == "cuda"
     decay = [p for p in model.parameters() if p.dim() >= 2]
     rest = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
-                            lr=lr, betas=(0.9, 0.95), fused=True)
-    fwd = torch.compile(model)
+                            lr=lr, betas=(0.9, 0.95), **({"fused": True} if cuda else {}))
+    fwd = torch.compile(model) if cuda else model
+    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if cuda else contextlib.nullcontext
 
     def step(_i, x, y):
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with autocast():
             loss = F.cross_entropy(fwd(x).flatten(0, 1).float(), y.flatten())
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         return loss.detach()
-    return step, ("torch", "torch nn.Linear + nn.RMSNorm under bf16 autocast (no nibble)", ""), "compiled"
+    path = f"torch nn.Linear + {norm}" + (" under bf16 autocast (no nibble)" if cuda else ", float32 (no nibble)")
+    return step, ("torch", path, ""), "compiled" if cuda else "eager"
 
 
 def child(scheme, size, a):
@@ -61,8 +68,8 @@ def child(scheme, size, a):
     import torch
     sys.path.insert(0, HERE)
     import loop
-    layers, hidden, heads, lr = loop.SIZES[size]
-    device = torch.device("cuda")
+    layers, hidden, heads, lr = sizes_table(a)[size]
+    device = torch.device(a.device)
     gen = torch.Generator(device=device).manual_seed(1)
     data = torch.randint(0, 256, (a.batch * 4, a.seq_len + 1), device=device, generator=gen)
     batches = [(data[i * a.batch:(i + 1) * a.batch, :-1], data[i * a.batch:(i + 1) * a.batch, 1:]) for i in range(4)]
@@ -71,22 +78,23 @@ def child(scheme, size, a):
         step, paths, compile_note = peer_trainer(layers, hidden, heads, lr, a.seq_len, device)
     else:
         tr = loop.Trainer(scheme, layers, hidden, heads, lr, steps=10 ** 6, seq_len=a.seq_len, device=device,
-                          log=lambda s: print(s, file=sys.stderr, flush=True))
+                          backend=a.backend, log=lambda s: print(s, file=sys.stderr, flush=True))
         step = tr.step
     for i in range(a.warmup):
         step(i, *batches[i % 4])
-    torch.cuda.synchronize()
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    sync()
     if scheme != "peer":
         paths, compile_note = tr.paths(), tr.compile_note
     warm_s = time.perf_counter() - t0
     print("READY", flush=True)
     if sys.stdin.readline().strip() != "GO":
         return 1
-    torch.cuda.synchronize()
+    sync()
     t1 = time.perf_counter()
     for i in range(a.steps):
         loss = step(a.warmup + i, *batches[i % 4])
-    torch.cuda.synchronize()
+    sync()
     secs = time.perf_counter() - t1
     print(json.dumps(dict(scheme=scheme, size=size, n=loop.non_embedding_params(layers, hidden),
                           tokens_per_s=a.steps * a.batch * a.seq_len / secs, step_ms=1e3 * secs / a.steps,
@@ -111,7 +119,8 @@ def run_wave(configs, a):
     for scheme, size in configs:
         procs[(scheme, size)] = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "--child", f"{scheme}:{size}", "--steps", str(a.steps),
-             "--warmup", str(a.warmup), "--batch", str(a.batch), "--seq-len", str(a.seq_len)],
+             "--warmup", str(a.warmup), "--batch", str(a.batch), "--seq-len", str(a.seq_len), "--device", a.device,
+             "--backend", a.backend] + [x for spec in a.size for x in ("--size", spec)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     ready = {}
     for key, p in procs.items():
@@ -162,6 +171,18 @@ def table(results):
     return results, met
 
 
+def sizes_table(a):
+    """loop.SIZES plus the --size NAME=L,H,HEADS,LR additions."""
+    sys.path.insert(0, HERE)
+    import loop
+    table = dict(loop.SIZES)
+    for spec in a.size:
+        name, _, vals = spec.partition("=")
+        l, h, hd, lr = vals.split(",")
+        table[name] = (int(l), int(h), int(hd), float(lr))
+    return table
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="xs,s")
@@ -171,6 +192,9 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--seq-len", type=int, default=512)
     ap.add_argument("--json", default=None, help="write the table here")
+    ap.add_argument("--device", default="cuda", help="cuda; cpu only smoke-tests the script (eager, emulated)")
+    ap.add_argument("--backend", default="auto", help="nibble.torch backend of the recipe rows")
+    ap.add_argument("--size", action="append", default=[], metavar="NAME=L,H,HEADS,LR", help="add a model size")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:
@@ -178,11 +202,14 @@ def main(argv=None):
         return child(scheme, size, a)
     import torch
     t0 = time.perf_counter()
+    bad = [s for s in a.sizes.split(",") if s not in sizes_table(a)]
+    if bad:
+        ap.error(f"unknown size(s) {bad}; valid: {', '.join(sizes_table(a))}")
     results = []
     for size in a.sizes.split(","):
         results += run_wave([(s, size) for s in a.schemes.split(",")], a)
         results, met = table(results)
-        doc = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, batch=a.batch, seq_len=a.seq_len,
+        doc = dict(gpu=torch.cuda.get_device_name() if a.device == "cuda" else a.device, torch=torch.__version__, batch=a.batch, seq_len=a.seq_len,
                    steps=a.steps, warmup=a.warmup, date=time.strftime("%Y-%m-%d", time.gmtime()),
                    method="one process per configuration; timed one at a time with the others idle; random bytes",
                    targets=TARGETS, all_targets_met=met, rows=results)
@@ -203,7 +230,7 @@ def main(argv=None):
         print(f"wrote {a.json}", file=sys.stderr)
     print(f"speed: {len(results)} configurations in {time.perf_counter() - t0:.0f} s; targets "
           f"{'all met' if met else 'NOT all met'}", flush=True)
-    return 0
+    return 1 if any("error" in r for r in results) else 0
 
 
 if __name__ == "__main__":

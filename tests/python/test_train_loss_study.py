@@ -358,3 +358,15 @@ def test_workers_take_every_run_exactly_once(tmp_path):
     assert sorted(got) == sorted(want) and len(got) == len(set(got)) == 6
     assert {row["gpu_shared_by"] for row in rows(path)} == {"2"}
     assert "[w0]" in r.stdout and "[w1]" in r.stdout and "2 workers ended with status [0, 0]" in r.stdout
+
+
+def test_committed_csv_has_the_plan_columns_and_another_layout_is_refused(tmp_path):
+    with open(plan.DEFAULT_CSV) as f:
+        assert f.readline().strip() == ",".join(plan.COLUMNS)
+    old = tmp_path / "runs.csv"
+    old.write_text(",".join(c for c in plan.COLUMNS if c != "gpu_shared_by") + "\n")
+    with pytest.raises(SystemExit, match="missing: gpu_shared_by"):
+        plan.main(TINY + ["--csv", str(old), "--ratios", "10", "--schemes", "bf16", "--seeds", "0"])
+    with pytest.raises(SystemExit, match="gpu_shared_by"):
+        plan.append_row(str(old), {"run": "x"}, plan.COLUMNS)
+    assert old.read_text().count("\n") == 1  # nothing appended
