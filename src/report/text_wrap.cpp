@@ -1,0 +1,26 @@
+// Text for a terminal: paragraphs broken at spaces to the default width (report::wrap_text).
+#include "nibble/report.hpp"
+
+#include <sstream>
+
+namespace nibble::report {
+
+std::string wrap_text(std::string_view text, std::string_view first_indent, std::string_view indent, size_t width) {
+  std::string out, line(first_indent);
+  bool line_has_word = false;
+  std::istringstream words{std::string(text)};
+  for (std::string word; words >> word;) {
+    if (line_has_word && line.size() + 1 + word.size() > width) {
+      out += line + "\n";
+      line = std::string(indent);
+      line_has_word = false;
+    }
+    if (line_has_word) line += ' ';
+    line += word;  // a word longer than the width stays whole on its own line
+    line_has_word = true;
+  }
+  if (line_has_word) out += line + "\n";
+  return out;
+}
+
+}  // namespace nibble::report
