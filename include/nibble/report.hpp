@@ -35,7 +35,8 @@ std::string render_summary(const bench::BenchResult& result, std::string_view de
 std::vector<std::string> summary_findings(const bench::BenchResult& result);
 
 // `text` broken at spaces into lines of at most `width` columns: the first line starts with `first_indent`,
-// the others with `indent`; every line ends in a newline.
+// the others with `indent`; every line ends in a newline. Text that fits on one line is kept as written; text
+// that does not has its runs of spaces collapsed where it breaks.
 std::string wrap_text(std::string_view text, std::string_view first_indent = "", std::string_view indent = "",
                       size_t width = kTerminalColumns);
 

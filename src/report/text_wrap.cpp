@@ -6,6 +6,10 @@
 namespace nibble::report {
 
 std::string wrap_text(std::string_view text, std::string_view first_indent, std::string_view indent, size_t width) {
+  // A line that fits stays as written (its column alignment, its double spaces).
+  if (first_indent.size() + text.size() <= width && text.find('\n') == std::string_view::npos &&
+      !text.empty() && text.find_first_not_of(' ') != std::string_view::npos)
+    return std::string(first_indent) + std::string(text) + "\n";
   std::string out, line(first_indent);
   bool line_has_word = false;
   std::istringstream words{std::string(text)};

@@ -202,7 +202,7 @@ TEST(CliTerminalOutput, ErrorDefaultFitsEvenWithLongTensorNames) {
   EXPECT_NE(too_wide(d.out), "") << "--details keeps the wide table: one row per tensor and recipe";
 }
 
-TEST(CliTerminalOutput, LawPredictAndQuantizeDefaultsFit) {
+TEST(CliTerminalOutput, LawShapesPredictAndQuantizeDefaultsFit) {
   CliSandbox box;
   const auto x = nibble::testing::fresh_normal_floats(64 * 1024, 1.0f);
   nibble::io::write_npy(box / "x.npy", nibble::io::make_f32_tensor("", {64, 1024}, x));
@@ -216,6 +216,7 @@ TEST(CliTerminalOutput, LawPredictAndQuantizeDefaultsFit) {
       "law map --steps 4 --svg " + box.path("m.svg") + " --speedups " + bench,
       "law reach --n 1e8 --loss 3.3 --fit " + box.path("fit.json") + " --speedups " + bench,
       "predict --list-gpus",
+      "shapes --model llama-3-8b --mbs 1 --seq 4096",
   };
   for (const auto& c : commands) {
     const auto r = box.run(c);
