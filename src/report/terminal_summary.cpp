@@ -145,7 +145,7 @@ std::vector<std::string> summary_findings(const BenchResult& r) {
   std::map<std::string, std::vector<std::string>> emulated;
   for (const auto& s : sums) {
     const std::string p = s.path == bench::path::predicted ? s.predicted_path : s.path;
-    if (s.recipe == "bf16" || s.mode != mode || p == bench::path::native) continue;
+    if (s.recipe == "bf16" || s.mode != mode || p.empty() || p == bench::path::native) continue;
     emulated[p].push_back(s.recipe);
   }
   if (!emulated.empty()) {
