@@ -72,8 +72,7 @@ std::string table(const std::vector<RecipeSummary>& sums, const BenchResult& r, 
     const RecipeSummary* s = bench::find_summary(sums, recipe, mode);
     if (!s) continue;
     std::vector<std::string> row{recipe, path_of(*s)};
-    for (Mode m : {Mode::pre_quantized, mode}) {
-      if (m == Mode::pre_quantized && !with_pre) continue;
+    for (Mode m : with_pre ? std::vector<Mode>{Mode::pre_quantized, mode} : std::vector<Mode>{mode}) {
       const RecipeSummary* x = bench::find_summary(sums, recipe, m);
       row.push_back(!x ? "-" : recipe == "bf16" ? time_cell(*x) : speedup_cell(*x, r));
     }
@@ -179,11 +178,12 @@ std::string render_summary(const BenchResult& r, std::string_view details_comman
   if (!r.predicted && !r.date.empty()) out += wrap_text(fmt::format("{}  {}", r.date, r.command_line), "", "  ");
   const std::string model = model_line(r);
   out += wrap_text(model.substr(0, model.find('\n')), "", "  ");
-  out += fmt::format("T = {} tokens per micro-batch, {} blocks", r.tokens, r.layers);
-  if (r.grad_accum > 1) out += fmt::format(", weights quantized once per {} micro-batches", r.grad_accum);
+  std::string workload = fmt::format("T = {} tokens per micro-batch, {} blocks", r.tokens, r.layers);
+  if (r.grad_accum > 1) workload += fmt::format(", weights quantized once per {} micro-batches", r.grad_accum);
   if (r.layer_plan.bf16_blocks() > 0)
-    out += fmt::format(", {} blocks kept in BF16 ({})", r.layer_plan.bf16_blocks(), bench::to_string(r.layer_plan));
-  out += "\n";
+    workload +=
+        fmt::format(", {} blocks kept in BF16 ({})", r.layer_plan.bf16_blocks(), bench::to_string(r.layer_plan));
+  out += wrap_text(workload, "", "  ");
   out += wrap_text(copy_bandwidth_line(r), "", "  ");
   if (!r.predicted && r.sweeps > 1) out += fmt::format("median of {} sweeps, recipe order rotated\n", r.sweeps);
 

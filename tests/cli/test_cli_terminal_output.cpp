@@ -102,6 +102,36 @@ TEST(CliTerminalOutput, BenchDefaultIsOneScreenWithTheSpeedupsOfEveryRecipe) {
   EXPECT_NE(r.out.find("what this means"), std::string::npos) << r.out;
 }
 
+// Every option that changes what the summary shows keeps it within the terminal, with one speedup column per
+// mode shown on every row.
+TEST(CliTerminalOutput, BenchSummaryFitsUnderEveryOption) {
+  CliSandbox box;
+  for (const std::string args :
+       {"--pre-quantize", "--mode all", "--mode per-gemm --gpu B200",
+        "--model llama-3-8b --keep-bf16 first:2,last:2 --grad-accum 8 --gpu GB200",
+        "--hf-config tests/workload/fixtures/mixtral-8x7b.config.json --mbs 1 --seq 4096 --moe both "
+        "--token-imbalance 2",
+        "--gpu 'RTX 5090' --recipes fp8-block,mxfp4"}) {
+    const bool gpu_given = args.find("--gpu") != std::string::npos;
+    const auto r = box.run("bench --quiet " + std::string(gpu_given ? "" : "--gpu 'H200 SXM' ") + args);
+    ASSERT_EQ(r.exit_code, 0) << args << "\n" << r.err;
+    EXPECT_EQ(too_wide(r.out), "") << args << "\n" << r.out;
+    EXPECT_LE(lines_of(r.out).size(), 45u) << args << "\n" << r.out;
+    const auto header = lines_of(r.out.substr(r.out.find("\nrecipe ") + 1)).front();
+    const auto fields = [](const std::string& line) {
+      std::istringstream in(line);
+      size_t n = 0;
+      for (std::string word; in >> word;) ++n;
+      return n;
+    };
+    // fp8-block's row: recipe, path (one word when native), one cell per shown mode, tokens/s
+    const bool pre_only = args == "--pre-quantize";
+    const std::string row = row_of(r.out, "fp8-block");
+    if (row.find("native") != std::string::npos && row.find('[') == std::string::npos)
+      EXPECT_EQ(fields(row), pre_only ? 4u : 5u) << args << "\n" << header << "\n" << row;
+  }
+}
+
 TEST(CliTerminalOutput, BenchDetailsHasTheFullTables) {
   CliSandbox box;
   const auto r = box.run("bench --gpu 'H200 SXM' --quiet --details");
