@@ -124,18 +124,22 @@ std::vector<std::string> summary_findings(const BenchResult& r) {
   // Where quantization eats the GEMM gain: the recipes that lose half or more of their pre-quantized gain in the
   // reported mode, and those it makes slower than bf16.
   if (mode != Mode::pre_quantized) {
-    std::vector<std::string> eaten, slower;
+    std::vector<std::string> eaten, slower, no_fast_gemm;
     for (const auto* s : ranked) {
       const RecipeSummary* pre = bench::find_summary(sums, s->recipe, Mode::pre_quantized);
       if (!pre || !std::isfinite(pre->speedup_vs_bf16)) continue;
       const std::string change = fmt::format("{} {:.2f}x -> {:.2f}x", s->recipe, pre->speedup_vs_bf16, s->speedup_vs_bf16);
-      if (s->speedup_vs_bf16 < 1) slower.push_back(change);
+      if (pre->speedup_vs_bf16 < 1) no_fast_gemm.push_back(change);
+      else if (s->speedup_vs_bf16 < 1) slower.push_back(change);
       else if (pre->speedup_vs_bf16 > 1 && pre->speedup_vs_bf16 - s->speedup_vs_bf16 >= 0.5 * (pre->speedup_vs_bf16 - 1))
         eaten.push_back(change);
     }
     if (!slower.empty())
       out.push_back(fmt::format("slower than bf16 ({}): {}: their quantization costs more than their GEMMs save.",
                                 mode_name, fmt::join(slower, ", ")));
+    if (!no_fast_gemm.empty())
+      out.push_back(fmt::format("slower than bf16 with the GEMMs alone: {}: this GPU has no fast GEMM for them.",
+                                fmt::join(no_fast_gemm, ", ")));
     if (!eaten.empty())
       out.push_back(fmt::format("quantization eats half or more of the GEMM gain: {} (pre-quantized -> {}).",
                                 fmt::join(eaten, ", "), mode_name));
@@ -162,10 +166,12 @@ std::vector<std::string> summary_findings(const BenchResult& r) {
                               "{:.0f}% of the samples): differences of a few percent are within its variation.",
                               r.clocks.sm_clock_mhz_min, r.clocks.sm_clock_mhz_max,
                               100.0 * r.clocks.power_capped_fraction));
-  int failed = 0;
-  for (const auto& s : sums) failed += s.failed_rows;
-  if (failed > 0)
-    out.push_back(fmt::format("{} GEMM rows FAILED: their recipes show no speedup; the errors are in --details.", failed));
+  std::vector<std::string> failed;
+  for (const auto& s : sums)
+    if (s.failed_rows) failed.push_back(fmt::format("{} {} ({} GEMMs)", s.recipe, bench::to_string(s.mode), s.failed_rows));
+  if (!failed.empty())  // first: whatever else the run says, these recipes have no result
+    out.insert(out.begin(), fmt::format("FAILED: {}: no speedup shown; the errors are in --details.",
+                                        fmt::join(failed, ", ")));
   if (out.size() > 5) out.resize(5);
   return out;
 }

@@ -132,6 +132,17 @@ TEST(CliTerminalOutput, BenchSummaryFitsUnderEveryOption) {
   }
 }
 
+// A recipe whose blocks do not divide the model (fp8-block's 128 at hidden 4160) fails: its row says FAILED and
+// the first "what this means" line names it.
+TEST(CliTerminalOutput, FailedRecipeIsNamedFirst) {
+  CliSandbox box;
+  const auto r = box.run("bench --quiet --gpu 'H200 SXM' --hidden 4160 --heads 32 --ffn 16640");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(row_of(r.out, "fp8-block").find("FAILED"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("what this means\n  FAILED: fp8-block pre-quantized (12 GEMMs)"), std::string::npos) << r.out;
+  EXPECT_EQ(row_of(r.out, "fp8-delayed").find("FAILED"), std::string::npos) << r.out;
+}
+
 TEST(CliTerminalOutput, BenchDetailsHasTheFullTables) {
   CliSandbox box;
   const auto r = box.run("bench --gpu 'H200 SXM' --quiet --details");
