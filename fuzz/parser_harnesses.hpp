@@ -135,6 +135,7 @@ inline bool exercise_bench_result(const uint8_t* data, size_t size) {
   expect_clean_rejection([&] {
     const auto r = bench::result_from_json(j);
     (void)report::render_terminal(r);
+    (void)report::render_summary(r, "nibble report FILE --details");
     (void)report::to_csv(r);
     (void)report::to_html(r);
     (void)report::render_comparison(r, r);

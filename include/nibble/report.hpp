@@ -13,11 +13,32 @@
 
 namespace nibble::report {
 
-// Everything a user reads at a glance: the resolved model and T; per mode and pass a table of
+// Everything, for `--details`: the resolved model and T; per mode and pass a table of
 // GEMMs x recipes (ms and TFLOP/s); per-pass, per-layer and full-model totals; speedups over bf16
 // and the baseline; quantization overhead; fprop versus dgrad; memory; the path per recipe; and
 // interpretation lines. A predicted result opens and closes with a "PREDICTED" banner.
 std::string render_terminal(const bench::BenchResult& result);
+
+// The width every default terminal rendering fits (the wide tables are behind --details).
+inline constexpr size_t kTerminalColumns = 100;
+
+// The answer a user came for, in one screen (at most kTerminalColumns wide, about 40 lines): the GPU (the
+// PREDICTED banner when predicted), the model, per recipe one row (its execution path, speedups over bf16
+// pre-quantized and in the autocast mode, with the prediction interval when the result has one, and tokens/s),
+// then the few interpretation lines that matter most (summary_findings). `details_command` is the command
+// that prints everything (render_terminal), named in the last line.
+std::string render_summary(const bench::BenchResult& result, std::string_view details_command);
+
+// The summary's "what this means" lines, at most five, each a sentence to wrap: the fastest recipe in the
+// autocast mode and its runner-up, the recipes whose quantization eats the GEMM gain or makes them slower than
+// bf16, the emulated paths and what they mean, and for a measured run whether its clocks moved.
+std::vector<std::string> summary_findings(const bench::BenchResult& result);
+
+// `text` broken at spaces into lines of at most `width` columns: the first line starts with `first_indent`,
+// the others with `indent`; every line ends in a newline. Text that fits on one line is kept as written; text
+// that does not has its runs of spaces collapsed where it breaks.
+std::string wrap_text(std::string_view text, std::string_view first_indent = "", std::string_view indent = "",
+                      size_t width = kTerminalColumns);
 
 // One row per (GEMM, recipe, mode), header = the JSON row field names plus gpu and predicted.
 std::string to_csv(const bench::BenchResult& result);
@@ -65,5 +86,11 @@ void write_file_atomic(const std::string& path, std::string_view content);
 void write_json(const std::string& path, const bench::BenchResult& result);
 void write_csv(const std::string& path, const bench::BenchResult& result);
 void write_html(const std::string& path, const bench::BenchResult& result);
+// The outputs a command asked for (empty paths skipped), then "wrote bench.json, bench.html" on stderr.
+void write_result_files(const bench::BenchResult& result, const std::string& json, const std::string& csv,
+                        const std::string& html);
+// "wrote <path>, <path>" on stderr for the non-empty paths (nothing when all are empty): every command that
+// writes files says where, after writing them.
+void say_written(const std::vector<std::string>& paths);
 
 }  // namespace nibble::report

@@ -41,6 +41,7 @@ struct BenchArgs {
   bool autotune = false;
   bool no_sequences = false;
   bool quiet = false;
+  bool details = false;  // every table (report::render_terminal) instead of the one-screen summary
   std::string command_line;
 };
 
@@ -113,8 +114,13 @@ nibble::bench::BenchResult measure_or_predict(const BenchArgs& a, const nibble::
   if (!measured) {
     const std::string gpu = a.gpu.empty() ? "H200 SXM" : a.gpu;
     if (a.gpu.empty() && announce) {
-      std::fprintf(stderr, "nibble: no CUDA GPU found here: PREDICTING times for %s from the performance model "
-                           "(use --gpu NAME to pick another GPU)\n", gpu.c_str());
+      std::fprintf(stderr, "%s",
+                   nibble::report::wrap_text(fmt::format("nibble: no CUDA GPU found here: PREDICTING times for {} "
+                                                         "from the performance model (use --gpu NAME to pick another "
+                                                         "GPU)",
+                                                         gpu),
+                                             "", "  ")
+                       .c_str());
     }
     if (a.repeat > 1 && announce)
       std::fprintf(stderr, "nibble: --repeat %d ignored: a prediction has no run-to-run variation to average\n", a.repeat);
@@ -180,11 +186,10 @@ int run_bench(const BenchArgs& a) {
         nibble::bench::to_string(plan), plan.bf16_first, w.layers - plan.bf16_last + 1, w.layers, w.layers));
   if (plan.bf16_lm_head)
     result.notes.push_back("--keep-bf16 lm_head: the LM head runs BF16 in every recipe already (docs/spec.md §3)");
-  const std::string table = nibble::report::render_terminal(result);
+  const std::string table = a.details ? nibble::report::render_terminal(result)
+                                      : nibble::report::render_summary(result, a.command_line + " --details");
   std::fwrite(table.data(), 1, table.size(), stdout);
-  if (!a.json.empty()) nibble::report::write_json(a.json, result);
-  if (!a.csv.empty()) nibble::report::write_csv(a.csv, result);
-  if (!a.html.empty()) nibble::report::write_html(a.html, result);
+  nibble::report::write_result_files(result, a.json, a.csv, a.html);
   return 0;
 }
 
@@ -239,6 +244,9 @@ std::function<int()> setup_bench(CLI::App& sub) {
                "skip timing each linear layer's passes back to back as one unit (the rows, timed piece by piece, "
                "still run)");
   sub.add_flag("--quiet", a->quiet, "no progress bar");
+  sub.add_flag("--details", a->details,
+               "print every table (per-GEMM times per pass, per-layer sums, per model, quantization overhead, "
+               "fprop vs dgrad, memory, notes) instead of the one-screen summary");
   return [a] {
     a->command_line = nibble::cli::invocation();
     return run_bench(*a);

@@ -18,6 +18,7 @@
 #include "nibble/io.hpp"
 #include "nibble/quant.hpp"
 #include "nibble/quant/error_metrics.hpp"
+#include "nibble/report.hpp"
 
 namespace {
 
@@ -33,6 +34,7 @@ struct ErrorArgs {
   std::string format = "table";
   uint64_t seed = nibble::quant::QuantOptions{}.seed;
   std::string mx_scale_rule = "default";
+  bool details = false;  // one wide row per (tensor, recipe) instead of a block per tensor
 };
 
 // One line of the report: metrics, or a note saying why this tensor/recipe pair has none.
@@ -131,6 +133,16 @@ std::string to_json(const std::vector<ErrorRow>& rows) {
   return out.dump(2) + "\n";
 }
 
+// A note every recipe shares (dtype, rank) is said once for the tensor: when rows[i] opens a tensor whose rows
+// all carry the same note, the index after them; else i.
+size_t shared_note_end(const std::vector<ErrorRow>& rows, size_t i) {
+  const ErrorRow& r = rows[i];
+  if (r.metrics) return i;
+  size_t j = i;
+  while (j < rows.size() && rows[j].tensor == r.tensor && !rows[j].metrics && rows[j].note == r.note) ++j;
+  return j == rows.size() || rows[j].tensor != r.tensor ? j : i;
+}
+
 std::string to_table(const std::vector<ErrorRow>& rows, const std::string& header) {
   size_t wt = 6, ws = 5, wr = 6;
   for (const auto& r : rows) {
@@ -148,15 +160,10 @@ std::string to_table(const std::vector<ErrorRow>& rows, const std::string& heade
     // The tensor name and shape once per group keeps a long checkpoint readable.
     const bool first = r.tensor != last_tensor;
     last_tensor = r.tensor;
-    if (first && !r.metrics) {
-      // A note every recipe shares (dtype, rank) is said once for the tensor.
-      size_t j = i;
-      while (j < rows.size() && rows[j].tensor == r.tensor && !rows[j].metrics && rows[j].note == r.note) ++j;
-      if (j == rows.size() || rows[j].tensor != r.tensor) {
-        out += fmt::format("{:<{}}  {:<{}}  {:<{}}  note: {}\n", r.tensor, wt, r.shape, ws, "(all)", wr, r.note);
-        i = j - 1;
-        continue;
-      }
+    if (const size_t j = first ? shared_note_end(rows, i) : i; j > i) {
+      out += fmt::format("{:<{}}  {:<{}}  {:<{}}  note: {}\n", r.tensor, wt, r.shape, ws, "(all)", wr, r.note);
+      i = j - 1;
+      continue;
     }
     out += fmt::format("{:<{}}  {:<{}}  {:<{}}  ", first ? r.tensor : "", wt, first ? r.shape : "", ws, r.recipe, wr);
     if (!r.metrics) {
@@ -173,6 +180,43 @@ std::string to_table(const std::vector<ErrorRow>& rows, const std::string& heade
   if (!paths.empty()) {
     out += "\npaths:\n";
     for (const auto& p : paths) out += "  " + p + "\n";
+  }
+  return out;
+}
+
+// The default table: each tensor's name and shape on a line of their own, then one indented row per recipe, so
+// long checkpoint names keep the table within a terminal's width.
+std::string to_compact_table(const std::vector<ErrorRow>& rows, const std::string& header) {
+  size_t wr = 6;
+  for (const auto& r : rows) wr = std::max(wr, r.recipe.size());
+  std::string out = nibble::report::wrap_text(header) + "\n";
+  out += fmt::format("  {:<{}}  {:>10}  {:>8}  {:>11}  {:>9}  {:>9}\n", "recipe", wr, "rel_mse", "snr_db",
+                     "max_abs_err", "clipped%", "zero%");
+  std::vector<std::string> paths;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const ErrorRow& r = rows[i];
+    if (i == 0 || rows[i - 1].tensor != r.tensor) {
+      out += nibble::report::wrap_text(r.tensor + " " + r.shape);
+      if (const size_t j = shared_note_end(rows, i); j > i) {
+        out += nibble::report::wrap_text("note: " + r.note, "  ", "    ");
+        i = j - 1;
+        continue;
+      }
+    }
+    if (!r.metrics) {
+      out += nibble::report::wrap_text(fmt::format("{:<{}}  note: {}", r.recipe, wr, r.note), "  ", "    ");
+      continue;
+    }
+    const auto& m = *r.metrics;
+    out += fmt::format("  {:<{}}  {:>10.3e}  {:>8.2f}  {:>11.3e}  {:>9.4f}  {:>9.4f}\n", r.recipe, wr, m.rel_mse,
+                       m.snr_db, m.max_abs_err, 100.0 * m.clipped_frac, 100.0 * m.zero_frac);
+    if (const std::string note = nibble::quant::nonfinite_note(m); !note.empty())
+      out += nibble::report::wrap_text("(" + note + ")", "    ", "    ");
+    if (std::find(paths.begin(), paths.end(), m.produced_by) == paths.end()) paths.push_back(m.produced_by);
+  }
+  if (!paths.empty()) {
+    out += "\npaths:\n";
+    for (const auto& p : paths) out += nibble::report::wrap_text(p, "  ", "    ");
   }
   return out;
 }
@@ -236,7 +280,7 @@ int run_error(const ErrorArgs& a) {
   } else {
     const std::string header = fmt::format("{} ({}, {} tensor{}), role {}, seed {}", a.file, kind, measured_tensors,
                                            measured_tensors == 1 ? "" : "s", a.role, a.seed);
-    const std::string s = to_table(rows, header);
+    const std::string s = a.details ? to_table(rows, header) : to_compact_table(rows, header);
     std::fwrite(s.data(), 1, s.size(), stdout);
   }
   return 0;
@@ -257,6 +301,9 @@ std::function<int()> setup_error(CLI::App& sub) {
   sub.add_option("--mx-scale-rule", a->mx_scale_rule,
                  "mxfp8/mxfp4 block scale rule: default (te for mxfp8, ocp for mxfp4), te (alias round-up) or ocp")
       ->capture_default_str();
+  sub.add_flag("--details", a->details,
+               "one wide row per tensor and recipe (the tensor's name and shape on every first row) instead of a "
+               "block per tensor");
   return [a] { return run_error(*a); };
 }
 

@@ -2,6 +2,7 @@
 // a loss, plan the compute-optimal forward:backward precision, and map the winner over (N, D/N).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -108,7 +109,8 @@ std::string interval_text(const FitResult& fit, const std::string& name) {
 }
 
 void print_fit_table(const FitResult& fit) {
-  fmt::print("Scaling-law fit ({}), solver: {}\n", fit.law.source, fit.solver);
+  fmt::print("{}", nibble::report::wrap_text(fmt::format("Scaling-law fit ({}), solver: {}", fit.law.source, fit.solver),
+                                            "", "  "));
   if (fit.base_held)
     fmt::print("  base constants held, only the schemes' efficiencies fitted; {} bootstrap resamples; Huber delta "
                "{:g} on log loss\n", fit.bootstrap_samples, fit.huber_delta);
@@ -131,10 +133,13 @@ void print_fit_table(const FitResult& fit) {
     fmt::print("  {:<14} {:>10.3g} {:>10.3g} {:>9.4f} {:>9.4f} {:>10.2e}\n", r.run.scheme, r.run.n, r.run.d,
                r.run.loss, r.predicted, r.log_residual);
   if (!fit.poorly_determined.empty())
-    fmt::print("\n  Poorly determined ({} wider than half the value): {}. The base constants trade off "
-               "against each other, so individual values can be loose while predictions stay tight; add runs "
-               "over a wider range of N and D to pin them down.\n",
-               level, fmt::join(fit.poorly_determined, ", "));
+    fmt::print("\n{}", nibble::report::wrap_text(
+                           fmt::format("Poorly determined ({} wider than half the value): {}. The base constants "
+                                       "trade off against each other, so individual values can be loose while "
+                                       "predictions stay tight; add runs over a wider range of N and D to pin them "
+                                       "down.",
+                                       level, fmt::join(fit.poorly_determined, ", ")),
+                           "  ", "  "));
 }
 
 std::function<int()> setup_fit(CLI::App* app) {
@@ -175,6 +180,8 @@ std::function<int()> setup_fit(CLI::App* app) {
     if (!a->json.empty()) write_text(a->json, j.dump(2) + "\n");
     if (a->format == "json") fmt::print("{}\n", j.dump(2));
     else print_fit_table(fit);
+    std::fflush(stdout);
+    nibble::report::say_written({a->json});
     return 0;
   };
 }
@@ -210,8 +217,12 @@ std::function<int()> setup_predict(CLI::App* app) {
                                       {"E", law.E}, {"gamma", law.gamma}, {"source", law.source}}}};
       fmt::print("{}\n", j.dump(2));
     } else {
-      fmt::print("predicted loss {:.4f} for N = {:.4g}, D = {:.4g} ({:.0f} tokens/param), eff_n {:.3f}, eff_d {:.3f} ({})\n"
-                 "law: {}\n", loss, a->n, a->d, a->d / a->n, e.eff_n, e.eff_d, source, law.source);
+      fmt::print("{}{}",
+                 nibble::report::wrap_text(fmt::format("predicted loss {:.4f} for N = {:.4g}, D = {:.4g} ({:.0f} "
+                                                       "tokens/param), eff_n {:.3f}, eff_d {:.3f} ({})",
+                                                       loss, a->n, a->d, a->d / a->n, e.eff_n, e.eff_d, source),
+                                           "", "  "),
+                 nibble::report::wrap_text("law: " + law.source, "", "  "));
     }
     return 0;
   };
@@ -257,7 +268,8 @@ std::function<int()> setup_plan(CLI::App* app) {
                  s.sp_bw, s.sp_tr, s.n_effective, s.d_effective, s.eff.eff_n, s.eff.eff_d, s.loss,
                  i == plan.best ? "  <- best" : "");
     }
-    fmt::print("\n{}\n\nAt N = {:.3g}: {}.\n", explain_plan(plan), a->n, threshold_text(t));
+    fmt::print("\n{}\n{}", nibble::report::wrap_text(explain_plan(plan)),
+               nibble::report::wrap_text(fmt::format("At N = {:.3g}: {}.", a->n, threshold_text(t))));
     return 0;
   };
 }
@@ -286,13 +298,21 @@ std::function<int()> setup_map(CLI::App* app) {
     if (!a->csv.empty()) write_text(a->csv, optimality_map_csv(m));
     std::array<int, 4> wins{};
     for (const auto& c : m.cells) ++wins[c.best];
-    fmt::print("optimality map over N [{:.3g}, {:.3g}] x D/N [{:.3g}, {:.3g}], {} cells: ", a->grid.n_min,
-               a->grid.n_max, a->grid.ratio_min, a->grid.ratio_max, m.cells.size());
-    for (int i = 0; i < 4; ++i) fmt::print("{}{} {}", i ? ", " : "", kSchemeNames[i], wins[i]);
-    fmt::print("\nlaw: {}\nFP4 efficiencies: eff_n {:.3f}, eff_d {:.3f} ({})\nspeedups: {}\n", law.source, eff.eff_n,
-               eff.eff_d, eff_source, sp.source);
-    for (const auto& p : {a->svg, a->csv})
-      if (!p.empty()) fmt::print("wrote {}\n", p);
+    std::string counts;
+    for (int i = 0; i < 4; ++i) counts += fmt::format("{}{} {}", i ? ", " : "", kSchemeNames[i], wins[i]);
+    fmt::print("{}{}{}{}",
+               nibble::report::wrap_text(fmt::format("optimality map over N [{:.3g}, {:.3g}] x D/N [{:.3g}, {:.3g}], {} "
+                                                     "cells: {}",
+                                                     a->grid.n_min, a->grid.n_max, a->grid.ratio_min,
+                                                     a->grid.ratio_max, m.cells.size(), counts),
+                                         "", "  "),
+               nibble::report::wrap_text("law: " + law.source, "", "  "),
+               nibble::report::wrap_text(fmt::format("FP4 efficiencies: eff_n {:.3f}, eff_d {:.3f} ({})", eff.eff_n,
+                                                     eff.eff_d, eff_source),
+                                         "", "  "),
+               nibble::report::wrap_text("speedups: " + sp.source, "", "  "));
+    std::fflush(stdout);
+    nibble::report::say_written({a->svg, a->csv});
     return 0;
   };
 }
@@ -316,28 +336,33 @@ std::function<int()> setup_reach(CLI::App* app) {
       fmt::print("{}\n", reach_to_json(plan).dump(2));
       return 0;
     }
-    fmt::print("time to reach loss {} at N = {:.4g}, relative to {} (tokens needed / step speedup)\n", plan.loss, plan.n,
-               plan.base_scheme);
-    fmt::print("{:<14} {:<12} {:>16} {:>16} {:>8} {:>12} {:>24}\n", "scheme", "recipe", "eff_n", "eff_d", "speedup",
-               "tokens", "time vs base [interval]");
-    for (const auto& r : plan.rows) {
-      const auto iv = [](double v, const Interval& i) {
-        return i.hi > 0 ? fmt::format("{:.3f} [{:.2f},{:.2f}]", v, i.lo, i.hi) : fmt::format("{:.3f}", v);
-      };
-      fmt::print("{:<14} {:<12} {:>16} {:>16} {:>7.2f}x {:>12.4g} {:>24}\n", r.scheme, r.recipe,
+    fmt::print("{}", nibble::report::wrap_text(fmt::format("time to reach loss {} at N = {:.4g}, relative to {} (tokens "
+                                                          "needed / step speedup)",
+                                                          plan.loss, plan.n, plan.base_scheme),
+                                              "", "  "));
+    size_t ws = 6, wr = 6;
+    for (const auto& r : plan.rows) ws = std::max(ws, r.scheme.size()), wr = std::max(wr, r.recipe.size());
+    const auto iv = [](double v, const Interval& i) {
+      return i.hi > 0 ? fmt::format("{:.2f} [{:.2f}, {:.2f}]", v, i.lo, i.hi) : fmt::format("{:.2f}", v);
+    };
+    fmt::print("{:<{}} {:<{}} {:>17} {:>17} {:>8} {:>9} {:>20}\n", "scheme", ws, "recipe", wr, "eff_n", "eff_d",
+               "speedup", "tokens", "time vs base");
+    for (const auto& r : plan.rows)
+      fmt::print("{:<{}} {:<{}} {:>17} {:>17} {:>7.2f}x {:>9.3g} {:>20}\n", r.scheme, ws, r.recipe, wr,
                  iv(r.fit.eff.eff_n, r.fit.eff_n_interval), iv(r.fit.eff.eff_d, r.fit.eff_d_interval), r.speedup,
                  r.tokens, r.reachable ? fmt::format("{:.3f} [{:.3f}, {:.3f}]", r.time, r.time_lo, r.time_hi)
                                        : std::string("unreachable"));
-    }
     if (!plan.rows.empty() && plan.rows.front().reachable) {
       const auto& b = plan.rows.front();
       fmt::print("\nsoonest: {} ({:.0f}% of {}'s time; interval {:.0f}%-{:.0f}%)\n", b.scheme, 100 * b.time,
                  plan.base_scheme, 100 * b.time_lo, 100 * b.time_hi);
     }
-    for (const auto& s : plan.skipped) fmt::print("not ranked: {}\n", s);
-    fmt::print("law: {}\nspeedups: {}\n", plan.law_source, plan.speedup_source);
+    for (const auto& s : plan.skipped) fmt::print("{}", nibble::report::wrap_text("not ranked: " + s, "", "  "));
+    fmt::print("{}{}", nibble::report::wrap_text("law: " + plan.law_source, "", "  "),
+               nibble::report::wrap_text("speedups: " + plan.speedup_source, "", "  "));
     if (fit.has_intervals)
-      fmt::print("intervals: the fit's {:g}% bootstrap intervals of eff_n and eff_d\n", 100 * fit.confidence);
+      fmt::print("intervals: the fit's {:g}% bootstrap intervals of eff_n and eff_d, and the times they give\n",
+                 100 * fit.confidence);
     return 0;
   };
 }

@@ -31,6 +31,7 @@ struct PredictArgs {
   std::string calibrate_on, against, json, csv, html;
   std::string moe = "grouped";  // the routed experts' path, as `nibble bench --moe`
   bool list_gpus = false;
+  bool details = false;  // every table instead of the one-screen summary
   const CLI::App* app = nullptr;  // to ask which options the command line gave
   bool given(const char* option) const { return app != nullptr && app->count(option) > 0; }
 };
@@ -95,10 +96,13 @@ PredictedWorkload predicted_workload(const PredictArgs& a, const nibble::bench::
 int run_predict(const PredictArgs& a) {
   namespace pr = nibble::predict;
   if (a.list_gpus) {
-    for (const auto& g : pr::load_gpu_database())
-      fmt::print("{:<10} {:>4} SMs  bf16 {:>6.0f}  fp8 {:>6.0f}  fp4 {:>6}  {:>5.0f} GB/s  ({})\n", g.name,
-                 g.sm_count, g.bf16_tflops, g.fp8_tflops, g.fp4_tflops > 0 ? fmt::format("{:.0f}", g.fp4_tflops) : "-",
-                 g.memory_bandwidth_gbs, g.source);
+    for (const auto& g : pr::load_gpu_database()) {
+      fmt::print("{:<10} {:>4} SMs  bf16 {:>6.0f}  fp8 {:>6.0f}  fp4 {:>6}  {:>5.0f} GB/s\n", g.name, g.sm_count,
+                 g.bf16_tflops, g.fp8_tflops, g.fp4_tflops > 0 ? fmt::format("{:.0f}", g.fp4_tflops) : "-",
+                 g.memory_bandwidth_gbs);
+      if (a.details) fmt::print("{}", nibble::report::wrap_text("source: " + g.source, "  ", "  "));
+    }
+    if (!a.details) fmt::print("(dense TFLOP/s and memory bandwidth; each figure's source: --list-gpus --details)\n");
     return 0;
   }
   nibble::report::check_output_paths({a.json, a.csv, a.html});
@@ -128,17 +132,17 @@ int run_predict(const PredictArgs& a) {
   if (w.is_moe())
     result.notes.push_back(fmt::format("MoE routed tokens, {}; path: {}", nibble::workload::describe(w.expert_tokens),
                                        nibble::workload::to_string(w.moe_path)));
-  fmt::print("{}", nibble::report::render_terminal(result));
+  fmt::print("{}", a.details ? nibble::report::render_terminal(result)
+                             : nibble::report::render_summary(result, nibble::cli::invocation() + " --details"));
   if (measured) {
-    fmt::print("\nprediction error against {} ({}):\n", a.against, measured->gpu.name);
+    fmt::print("\n{}", nibble::report::wrap_text(
+                           fmt::format("prediction error against {} ({}):", a.against, measured->gpu.name), "", "  "));
     for (const auto& e : errors)
       fmt::print("  {:<13}{:<14} predicted {:>9.3f} ms  measured {:>9.3f} ms  {:+6.1f}%{}\n", e.recipe,
                  nibble::bench::to_string(e.mode), e.predicted_ms, e.measured_ms, 100 * e.relative_error,
                  std::fabs(e.relative_error) > 0.10 ? "  (outside 10%)" : "");
   }
-  if (!a.json.empty()) nibble::report::write_json(a.json, result);
-  if (!a.csv.empty()) nibble::report::write_csv(a.csv, result);
-  if (!a.html.empty()) nibble::report::write_html(a.html, result);
+  nibble::report::write_result_files(result, a.json, a.csv, a.html);
   return 0;
 }
 
@@ -167,6 +171,9 @@ const bool registered = nibble::cli::register_command(
        sub.add_option("--csv", args->csv, "write CSV");
        sub.add_option("--html", args->html, "write a self-contained HTML report");
        sub.add_flag("--list-gpus", args->list_gpus, "list the GPU database and exit");
+       sub.add_flag("--details", args->details,
+                    "print every table of the prediction (and each GPU's source with --list-gpus) instead of the "
+                    "one-screen summary");
        return [args] { return run_predict(*args); };
      }});
 

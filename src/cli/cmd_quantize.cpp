@@ -1,6 +1,8 @@
 // `nibble quantize`: one tensor through one recipe's CPU reference, written back as float32 in the
 // original domain (rotations undone), optionally with its raw codes and scales. Every output is
 // staged and renamed into place only after all of them are complete, so a failed run leaves none.
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -13,6 +15,7 @@
 #include "nibble/io.hpp"
 #include "nibble/quant.hpp"
 #include "nibble/quant/error_metrics.hpp"
+#include "nibble/report.hpp"
 
 namespace {
 
@@ -151,16 +154,21 @@ int run_quantize(const QuantizeArgs& a) {
   }
 
   const ErrorMetrics e = measure_quantization_error(x.data(), q);
-  std::printf("%s: %lld x %lld with %s role %s -> %s\n", a.in.c_str(), static_cast<long long>(m.rows),
-              static_cast<long long>(m.cols), recipe_name(recipe), role_name(options.role), a.out.c_str());
-  std::printf("  path: %s\n", q.produced_by.c_str());
+  std::printf("%s", nibble::report::wrap_text(fmt::format("{}: {} x {} with {} role {} -> {}", a.in, m.rows, m.cols,
+                                                         recipe_name(recipe), role_name(options.role), a.out),
+                                             "", "  ")
+                         .c_str());
+  std::printf("%s", nibble::report::wrap_text("path: " + q.produced_by, "  ", "    ").c_str());
   if (q.tensor_scale != 1.0f && q.scale_format != ScaleFormat::none) {
     // nvfp4's global FP32 scale is not in --scales (which holds the UE4M3 block scales exactly).
     std::printf("  tensor_scale: %.9g (value = code * block_scale * tensor_scale)\n", q.tensor_scale);
   }
-  std::printf("  rel_mse %.4e  snr_db %.2f  max_abs_err %.4e  clipped_frac %.4e  zero_frac %.4e\n", e.rel_mse,
+  std::printf("  rel_mse %.4e  snr_db %.2f  max_abs_err %.4e\n  clipped_frac %.4e  zero_frac %.4e\n", e.rel_mse,
               e.snr_db, e.max_abs_err, e.clipped_frac, e.zero_frac);
-  if (const std::string note = nibble::quant::nonfinite_note(e); !note.empty()) std::printf("  %s\n", note.c_str());
+  if (const std::string note = nibble::quant::nonfinite_note(e); !note.empty())
+    std::printf("%s", nibble::report::wrap_text(note, "  ", "    ").c_str());
+  std::fflush(stdout);
+  nibble::report::say_written({a.out, a.codes, a.scales});
   return 0;
 }
 

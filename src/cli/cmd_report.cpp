@@ -12,21 +12,21 @@ namespace {
 
 struct ReportArgs {
   std::string result, html, csv, compare;
+  bool details = false;  // every table instead of the one-screen summary
 };
 
 int run_report(const ReportArgs& a) {
   nibble::report::check_output_paths({a.html, a.csv});
   const auto result = nibble::bench::read_result_file(a.result);
-  if (a.compare.empty()) {
-    fmt::print("{}", nibble::report::render_terminal(result));
-  } else {
+  if (!a.compare.empty()) {
     const auto other = nibble::bench::read_result_file(a.compare);
     fmt::print("{}", nibble::report::render_comparison(result, other));
+  } else if (a.details) {
+    fmt::print("{}", nibble::report::render_terminal(result));
+  } else {
+    fmt::print("{}", nibble::report::render_summary(result, "nibble report " + a.result + " --details"));
   }
-  if (!a.html.empty()) nibble::report::write_html(a.html, result);
-  if (!a.csv.empty()) nibble::report::write_csv(a.csv, result);
-  for (const auto* p : {&a.html, &a.csv})
-    if (!p->empty()) fmt::print(stderr, "wrote {}\n", *p);
+  nibble::report::write_result_files(result, "", a.csv, a.html);
   return 0;
 }
 
@@ -38,6 +38,7 @@ const bool registered = nibble::cli::register_command(
        sub.add_option("--html", args->html, "write a self-contained HTML report");
        sub.add_option("--csv", args->csv, "write one CSV row per (GEMM, recipe, mode)");
        sub.add_option("--compare", args->compare, "a second result: per recipe layer_ms side by side");
+       sub.add_flag("--details", args->details, "print every table of the result instead of the one-screen summary");
        return [args] { return run_report(*args); };
      }});
 

@@ -2,8 +2,10 @@
 #include <cstdio>
 #include <memory>
 #include <stdexcept>
+#include <string>
 
 #include "command_registry.hpp"
+#include "nibble/report.hpp"
 #include "nibble/workload.hpp"
 
 namespace {
@@ -13,6 +15,20 @@ struct ShapesArgs {
   nibble::workload::WorkloadOptions workload;
   std::string format = "table";
 };
+
+// The table's prose lines (the model and its source) wrapped to the terminal; the table rows fit already.
+std::string fit_terminal(const std::string& table) {
+  std::string out;
+  size_t start = 0;
+  while (start < table.size()) {
+    size_t end = table.find('\n', start);
+    if (end == std::string::npos) end = table.size();
+    const std::string line = table.substr(start, end - start);
+    out += line.size() > nibble::report::kTerminalColumns ? nibble::report::wrap_text(line, "", "  ") : line + "\n";
+    start = end + 1;
+  }
+  return out;
+}
 
 std::function<int()> setup_shapes(CLI::App& sub) {
   auto args = std::make_shared<ShapesArgs>();
@@ -30,7 +46,7 @@ std::function<int()> setup_shapes(CLI::App& sub) {
     else if (args->format == "csv")
       out = nibble::workload::to_csv(w);
     else
-      out = nibble::workload::to_table(w);
+      out = fit_terminal(nibble::workload::to_table(w));
     std::fwrite(out.data(), 1, out.size(), stdout);
     return 0;
   };

@@ -30,13 +30,17 @@ std::string render_comparison(const bench::BenchResult& a, const bench::BenchRes
   const auto sa = bench::summarize(a);
   const auto sb = bench::summarize(b);
   auto sweeps = [](const bench::BenchResult& r) { return r.sweeps > 1 ? fmt::format(" sweeps={}", r.sweeps) : ""; };
-  std::string out = fmt::format("A: {}  T={} layers={}{}  {}\nB: {}  T={} layers={}{}  {}\n", label(a), a.tokens,
-                                a.layers, sweeps(a), a.command_line, label(b), b.tokens, b.layers, sweeps(b),
-                                b.command_line);
+  std::string out =
+      wrap_text(fmt::format("A: {}  T={} layers={}{}  {}", label(a), a.tokens, a.layers, sweeps(a), a.command_line),
+                "", "   ") +
+      wrap_text(fmt::format("B: {}  T={} layers={}{}  {}", label(b), b.tokens, b.layers, sweeps(b), b.command_line),
+                "", "   ");
   if (a.sweeps != b.sweeps)
-    out += fmt::format("note: A's rows are medians over {} sweep(s), B's over {} (nibble bench --repeat): a side with "
-                       "one sweep carries more of its run's order and clock effects (docs/timing-noise.md)\n",
-                       a.sweeps, b.sweeps);
+    out += wrap_text(fmt::format("note: A's rows are medians over {} sweep(s), B's over {} (nibble bench --repeat): a "
+                                 "side with one sweep carries more of its run's order and clock effects "
+                                 "(docs/timing-noise.md)",
+                                 a.sweeps, b.sweeps),
+                     "", "  ");
   if (a.predicted || b.predicted)
     out += "!!! at least one side is PREDICTED (no measurement): compare with care\n";
   if (model_identity(a.model) != model_identity(b.model) ||
@@ -44,9 +48,10 @@ std::string render_comparison(const bench::BenchResult& a, const bench::BenchRes
     out += "note: the two results are for different models or batches; B/A mixes hardware and shape\n";
   // The clocks each measured side ran at: a power-capped run's rows move by several percent on their own.
   for (const auto& [side, r] : {std::pair{"A", &a}, std::pair{"B", &b}})
-    if (!r->predicted) out += fmt::format("{} {}\n", side, bench::clock_header(r->clocks));
-  out += fmt::format("\n{:<13}{:<14}{:>12}{:>12}{:>9}{:>11}{:>11}  {}\n", "recipe", "mode", "A layer ms",
-                     "B layer ms", "B/A", "A vs bf16", "B vs bf16", "paths (A | B)");
+    if (!r->predicted) out += wrap_text(fmt::format("{} {}", side, bench::clock_header(r->clocks)), "", "  ");
+  out += fmt::format("\n{:<13}{:<14}{:>11}{:>11}{:>7}{:>10}{:>10}  {}\n", "recipe", "mode", "A layer ms",
+                     "B layer ms", "B/A", "A vs bf16", "B vs bf16", "path");
+  std::string path_differences;
   std::vector<std::pair<std::string, bench::Mode>> keys;
   for (const auto* list : {&sa, &sb})
     for (const auto& s : *list)
@@ -55,17 +60,22 @@ std::string render_comparison(const bench::BenchResult& a, const bench::BenchRes
   for (const auto& [recipe, mode] : keys) {
     const auto* x = bench::find_summary(sa, recipe, mode);
     const auto* y = bench::find_summary(sb, recipe, mode);
+    // The path the GPU runs (a prediction's path is the one it predicts; the header says which side is predicted).
     auto path = [](const bench::RecipeSummary* s) {
-      return !s ? std::string("-") : s->path == "predicted" ? "predicted: " + s->predicted_path : s->path;
+      return !s ? std::string("-") : s->path == "predicted" ? s->predicted_path : s->path;
     };
+    const std::string pa = path(x), pb = path(y);
+    std::string shown = pa == pb || pb == "-" ? pa : pa == "-" ? pb : "A, B differ (below)";
+    if (pa != pb && pa != "-" && pb != "-")
+      path_differences += fmt::format("  {} {}: A {}, B {}\n", recipe, bench::to_string(mode), pa, pb);
     const double ratio = (x && y && x->layer_ms > 0) ? y->layer_ms / x->layer_ms : bench::kNaN;
-    out += fmt::format("{:<13}{:<14}{:>12}{:>12}{:>9}{:>11}{:>11}  {} | {}\n", recipe, bench::to_string(mode),
+    out += fmt::format("{:<13}{:<14}{:>11}{:>11}{:>7}{:>10}{:>10}  {}\n", recipe, bench::to_string(mode),
                        x ? ms_text(x->layer_ms) : "-", y ? ms_text(y->layer_ms) : "-",
                        std::isfinite(ratio) ? fmt::format("{:.3f}", ratio) : "-",
-                       x ? speedup_text(x->speedup_vs_bf16) : "-", y ? speedup_text(y->speedup_vs_bf16) : "-",
-                       path(x), path(y));
+                       x ? speedup_text(x->speedup_vs_bf16) : "-", y ? speedup_text(y->speedup_vs_bf16) : "-", shown);
   }
   out += "(B/A < 1: B is faster)\n";
+  if (!path_differences.empty()) out += "paths that differ between A and B:\n" + path_differences;
   // Both measured with sequence timing: the same comparison on the layers timed as one unit each.
   std::string seq;
   for (const auto& [recipe, mode] : keys) {

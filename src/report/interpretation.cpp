@@ -84,8 +84,8 @@ std::vector<std::string> interpretation_lines(const std::vector<bench::RecipeSum
                          bench::is_autocast(s.mode) ? "its quantization costs more than the GEMM saves"
                                                     : "this GPU has no fast path for it"));
     if (std::isfinite(s.bound_layer_ms) && bench::is_autocast(s.mode) && s.layer_ms > 1.05 * s.bound_layer_ms)
-      out.push_back(fmt::format("{} ({}) is {:.0f}% above its bandwidth bound: the quantization kernels are "
-                         "not reaching copy bandwidth.",
+      out.push_back(fmt::format("{} ({}) is {:.0f}% above its copy-speed time: its quantization kernels "
+                         "run below copy bandwidth.",
                          s.recipe, bench::to_string(s.mode), 100.0 * (s.layer_ms / s.bound_layer_ms - 1)));
     if (s.path != "native" && !(s.path == "predicted" && s.predicted_path == "native") &&
         said_emulated.insert(s.recipe).second)

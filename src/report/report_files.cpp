@@ -101,4 +101,19 @@ void write_html(const std::string& path, const bench::BenchResult& result) {
   write_file_atomic(path, to_html(result));
 }
 
+void say_written(const std::vector<std::string>& paths) {
+  std::vector<std::string> written;
+  for (const auto& p : paths)
+    if (!p.empty()) written.push_back(p);
+  if (!written.empty()) std::fprintf(stderr, "wrote %s\n", fmt::format("{}", fmt::join(written, ", ")).c_str());
+}
+
+void write_result_files(const bench::BenchResult& result, const std::string& json, const std::string& csv,
+                        const std::string& html) {
+  if (!json.empty()) write_json(json, result);
+  if (!csv.empty()) write_csv(csv, result);
+  if (!html.empty()) write_html(html, result);
+  say_written({json, csv, html});
+}
+
 }  // namespace nibble::report

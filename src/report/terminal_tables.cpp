@@ -2,6 +2,7 @@
 #include "nibble/results/aggregate.hpp"
 #include "nibble/report.hpp"
 #include "number_text.hpp"
+#include "terminal_header.hpp"
 
 #include <fmt/format.h>
 
@@ -23,29 +24,6 @@ const Row* find_row(const BenchResult& r, const Row& shape, const std::string& r
         x.m == shape.m && x.k == shape.k && x.n == shape.n)
       return &x;
   return nullptr;
-}
-
-std::string model_line(const BenchResult& r) {
-  std::string name = "model";
-  const auto& m = r.model;
-  if (m.contains("model") && m["model"].is_object()) {
-    const auto& c = m["model"];
-    // A result file may hold anything here: read each field only when it has the expected type
-    // (json::value() throws type_error otherwise).
-    auto num = [&](const char* k) { return c.contains(k) ? c[k].dump() : std::string("?"); };
-    auto integer = [&](const char* k, int64_t fallback) {
-      return c.contains(k) && c[k].is_number_integer() ? c[k].get<int64_t>() : fallback;
-    };
-    const std::string model_name = c.contains("name") && c["name"].is_string() ? c["name"].get<std::string>() : "model";
-    name = fmt::format("{}: hidden {}, ffn {}, heads {}, kv_heads {}, layers {}, vocab {}", model_name, num("hidden"),
-                       num("ffn"), num("heads"), num("kv_heads"), num("layers"), num("vocab"));
-    if (c.contains("gated") && c["gated"].is_boolean() && c["gated"].get<bool>()) name += ", gated MLP";
-    if (integer("experts", 0) > 0) name += fmt::format(", {} experts top-{}", num("experts"), num("top_k"));
-    if (integer("tp", 1) > 1) name += fmt::format(", tp {}", num("tp"));
-  } else if (m.contains("name")) {
-    name = m["name"].is_string() ? m["name"].get<std::string>() : m["name"].dump();
-  }
-  return fmt::format("{}\nT = {} tokens per micro-batch, {} layers\n", name, r.tokens, r.layers);
 }
 
 // Per mode and pass: GEMMs down, recipes across; each cell "ms / TFLOP/s".
@@ -81,25 +59,32 @@ std::string pass_tables(const BenchResult& r, Mode mode, const std::vector<std::
 }
 
 std::string summary_table(const std::vector<RecipeSummary>& sums, const BenchResult& r) {
+  // A prediction with an interval gives it on the layer and model times of every row.
+  const bool interval = r.interval.present();
+  const int w_layer = interval ? 23 : 10, w_model = interval ? 23 : 10;
   std::string out = fmt::format(
       "\nper layer (ms; quantization included in autocast modes)   baseline: {}\n", r.baseline_recipe);
-  out += fmt::format("{:<13}{:<14}{:>9}{:>9}{:>9}{:>9}{:>10}{:>10}{:>8}{:>9}{:>10}{:>9}  {}\n", "recipe",
-                     "mode", "fprop", "dgrad", "wgrad", "quant", "layer", "model", "TFLOP/s",
-                     "vs bf16", "vs base", "bound", "path");
+  out += fmt::format("{:<13}{:<14}{:>9}{:>9}{:>9}{:>9}{:>{}}{:>{}}{:>8}{:>9}{:>10}{:>11}  {}\n", "recipe", "mode",
+                     "fprop", "dgrad", "wgrad", "quant", "layer", w_layer, "model", w_model, "TFLOP/s", "vs bf16",
+                     "vs base", "copy-speed", "path");
   for (const RecipeSummary& s : sums) {
     std::string path = s.path == "predicted" ? "predicted: " + s.predicted_path : s.path;
     if (s.mixed_paths) path += " (mixed)";
     if (s.failed_rows) path += fmt::format("  [{} rows FAILED]", s.failed_rows);
-    out += fmt::format("{:<13}{:<14}{:>9}{:>9}{:>9}{:>9}{:>10}{:>10}{:>8}{:>9}{:>10}{:>9}  {}\n",
-                       s.recipe, bench::to_string(s.mode), ms_text(s.ms.fprop_ms),
-                       ms_text(s.ms.dgrad_ms), ms_text(s.ms.wgrad_ms), ms_text(s.quant.total_ms()),
-                       ms_text(s.layer_ms), ms_text(s.model_ms), tflops_text(s.layer_tflops),
-                       speedup_text(s.speedup_vs_bf16), speedup_text(s.speedup_vs_baseline),
-                       ms_text(s.bound_layer_ms), path);
+    out += fmt::format("{:<13}{:<14}{:>9}{:>9}{:>9}{:>9}{:>{}}{:>{}}{:>8}{:>9}{:>10}{:>11}  {}\n", s.recipe,
+                       bench::to_string(s.mode), ms_text(s.ms.fprop_ms), ms_text(s.ms.dgrad_ms),
+                       ms_text(s.ms.wgrad_ms), ms_text(s.quant.total_ms()),
+                       ms_interval_text(s.layer_ms, s.layer_ms_low, s.layer_ms_high), w_layer,
+                       ms_interval_text(s.model_ms, s.model_ms_low, s.model_ms_high), w_model,
+                       tflops_text(s.layer_tflops), speedup_text(s.speedup_vs_bf16),
+                       speedup_text(s.speedup_vs_baseline), ms_text(s.bound_layer_ms), path);
   }
-  out += fmt::format("(model = the blocks (per model table below) + once-per-model GEMMs; layer = one block under the recipe, {} blocks in all; bound = GEMMs on pre-quantized operands "
-                     "(per-gemm: its own GEMMs, with Transformer Engine's settings) + quantization bytes / copy "
-                     "bandwidth)\n", r.layers);
+  out += fmt::format("(model = the blocks (per model table below) + once-per-model GEMMs; layer = one block under the "
+                     "recipe, {} blocks in all; copy-speed = the layer's time were its quantization at copy "
+                     "bandwidth: its GEMMs on pre-quantized operands (per-gemm: its own GEMMs, with Transformer "
+                     "Engine's settings) + quantization bytes / copy bandwidth. A reference, not a floor: a "
+                     "measurement can beat it, by GEMM timing noise or quantization kernels faster than a copy)\n",
+                     r.layers);
   return out;
 }
 
@@ -217,12 +202,12 @@ std::string sequence_table(const std::vector<RecipeSummary>& sums) {
   if (!any) return {};
   std::string out = "\nper layer timed as one sequence (each linear layer's passes back to back, as a training "
                     "step runs them)\n";
-  out += fmt::format("  {:<13}{:<14}{:>10}{:>14}{:>10}{:>9}{:>11}\n", "recipe", "mode", "sequence", "sum of parts",
-                     "diff", "vs bf16", "vs bound");
+  out += fmt::format("  {:<13}{:<14}{:>10}{:>14}{:>10}{:>9}{:>15}\n", "recipe", "mode", "sequence", "sum of parts",
+                     "diff", "vs bf16", "vs copy-speed");
   auto pct = [](double a, double b) { return std::isfinite(a / b) ? fmt::format("{:+.1f}%", 100.0 * (a / b - 1)) : "-"; };
   for (const auto& s : sums) {
     if (!std::isfinite(s.sequence_layer_ms)) continue;
-    out += fmt::format("  {:<13}{:<14}{:>10}{:>14}{:>10}{:>9}{:>11}\n", s.recipe, bench::to_string(s.mode),
+    out += fmt::format("  {:<13}{:<14}{:>10}{:>14}{:>10}{:>9}{:>15}\n", s.recipe, bench::to_string(s.mode),
                        ms_text(s.sequence_layer_ms), ms_text(s.layer_ms), pct(s.sequence_layer_ms, s.layer_ms),
                        speedup_text(s.sequence_speedup_vs_bf16),
                        bench::is_autocast(s.mode) ? pct(s.sequence_layer_ms, s.bound_layer_ms) : "");
@@ -267,34 +252,69 @@ std::string interpretation(const std::vector<RecipeSummary>& sums, const BenchRe
 
 }  // namespace
 
-std::string predicted_banner(const BenchResult& r) {
-  return fmt::format("PREDICTED for {} (no measurement)", r.gpu.name);
+std::string model_line(const BenchResult& r) {
+  std::string name = "model";
+  const auto& m = r.model;
+  if (m.contains("model") && m["model"].is_object()) {
+    const auto& c = m["model"];
+    // A result file may hold anything here: read each field only when it has the expected type
+    // (json::value() throws type_error otherwise).
+    auto num = [&](const char* k) { return c.contains(k) ? c[k].dump() : std::string("?"); };
+    auto integer = [&](const char* k, int64_t fallback) {
+      return c.contains(k) && c[k].is_number_integer() ? c[k].get<int64_t>() : fallback;
+    };
+    const std::string model_name = c.contains("name") && c["name"].is_string() ? c["name"].get<std::string>() : "model";
+    name = fmt::format("{}: hidden {}, ffn {}, heads {}, kv_heads {}, layers {}, vocab {}", model_name, num("hidden"),
+                       num("ffn"), num("heads"), num("kv_heads"), num("layers"), num("vocab"));
+    if (c.contains("gated") && c["gated"].is_boolean() && c["gated"].get<bool>()) name += ", gated MLP";
+    if (integer("experts", 0) > 0) name += fmt::format(", {} experts top-{}", num("experts"), num("top_k"));
+    if (integer("tp", 1) > 1) name += fmt::format(", tp {}", num("tp"));
+  } else if (m.contains("name")) {
+    name = m["name"].is_string() ? m["name"].get<std::string>() : m["name"].dump();
+  }
+  return fmt::format("{}\nT = {} tokens per micro-batch, {} layers\n", name, r.tokens, r.layers);
 }
 
-std::string render_terminal(const BenchResult& r) {
-  std::string out;
-  const std::string rule(100, r.predicted ? '!' : '=');
-  if (r.predicted) out += fmt::format("{}\n!!! {}: every time below comes from the performance model\n{}\n",
-                                      rule, predicted_banner(r), rule);
+std::string gpu_line(const BenchResult& r) {
   const auto& g = r.gpu;
-  out += fmt::format("nibble bench on {}", g.name);
+  std::string out = fmt::format("nibble bench on {}", g.name);
   if (g.sm_count) out += fmt::format(", {} SMs", g.sm_count);
   if (g.sm_clock_mhz > 0) out += fmt::format(", {:.0f} MHz", g.sm_clock_mhz);
   if (!g.driver_version.empty()) out += fmt::format(", driver {}", g.driver_version);
   if (!g.cuda_version.empty()) out += fmt::format(", CUDA {}", g.cuda_version);
   if (!g.cublaslt_version.empty()) out += fmt::format(", cuBLASLt {}", g.cublaslt_version);
-  out += "\n";
+  return out + "\n";
+}
+
+std::string copy_bandwidth_line(const BenchResult& r) {
+  if (!(r.copy_bandwidth_gbs > 0)) return {};
+  std::string out =
+      fmt::format("copy bandwidth {} {:.2f} TB/s", r.predicted ? "assumed" : "measured", r.copy_bandwidth_gbs / 1000);
+  if (r.gpu.memory_bandwidth_gbs > 0)
+    out += fmt::format(" ({:.2f} of the {:.2f} TB/s peak{})", r.copy_bandwidth_gbs / r.gpu.memory_bandwidth_gbs,
+                       r.gpu.memory_bandwidth_gbs / 1000,
+                       r.predicted ? " in the GPU database" : " from the memory clock and bus width");
+  return out + "\n";
+}
+
+std::string predicted_banner(const BenchResult& r) {
+  return fmt::format("PREDICTED for {} (no measurement)", r.gpu.name);
+}
+
+std::string opening_banner(const BenchResult& r) {
+  if (!r.predicted) return {};
+  const std::string rule(kTerminalColumns, '!');
+  return fmt::format("{}\n!!! {}: every time below comes from the performance model\n{}\n", rule,
+                     predicted_banner(r), rule);
+}
+
+std::string render_terminal(const BenchResult& r) {
+  std::string out = opening_banner(r);
+  const std::string rule(kTerminalColumns, '!');
+  out += gpu_line(r);
   if (!r.date.empty()) out += fmt::format("{}  {}\n", r.date, r.command_line);
   out += model_line(r);
-  if (r.copy_bandwidth_gbs > 0) {
-    out += fmt::format("copy bandwidth {} {:.2f} TB/s", r.predicted ? "assumed" : "measured", r.copy_bandwidth_gbs / 1000);
-    if (r.gpu.memory_bandwidth_gbs > 0) {
-      out += fmt::format(" ({:.2f} of the {:.2f} TB/s peak{})", r.copy_bandwidth_gbs / r.gpu.memory_bandwidth_gbs,
-                         r.gpu.memory_bandwidth_gbs / 1000,
-                         r.predicted ? " in the GPU database" : " from the memory clock and bus width");
-    }
-    out += "\n";
-  }
+  out += copy_bandwidth_line(r);
   if (!r.predicted) out += bench::clock_header(r.clocks) + "\n";
   const auto recipes = bench::recipes_in(r);
   for (Mode mode : bench::modes_in(r)) out += pass_tables(r, mode, recipes);

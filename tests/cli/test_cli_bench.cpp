@@ -94,8 +94,9 @@ TEST(CliBench, MoeOptionsAreCheckedAndRecorded) {
   EXPECT_NE(dense.exit_code, 0);
   EXPECT_NE(dense.err.find("--moe both"), std::string::npos) << dense.err;
 
-  const auto r = box.run(kMixtral + "--token-imbalance 2 --moe both --json " + box.path("m.json") + " --csv " +
-                         box.path("m.csv"));
+  // The notes (the token distribution among them) are in the full output.
+  const auto r = box.run(kMixtral + "--token-imbalance 2 --moe both --details --json " + box.path("m.json") +
+                         " --csv " + box.path("m.csv"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("experts: 2048, 896 x6, 768; max/mean 2.00"), std::string::npos) << r.out;
   const auto j = load(box.path("m.json"));
@@ -153,13 +154,13 @@ TEST(CliPredict, MoePathMatchesBench) {
   const std::string model = "--hf-config tests/workload/fixtures/mixtral-8x7b.config.json --mbs 1 --seq 4096 ";
   const auto bench = box.run(kMixtral + "--token-imbalance 2 --moe per-expert --json " + box.path("b.json"));
   ASSERT_EQ(bench.exit_code, 0) << bench.err;
-  const auto g = box.run("predict --gpu 'H100 SXM' --recipes bf16,fp8-delayed " + model +
+  const auto g = box.run("predict --gpu 'H100 SXM' --recipes bf16,fp8-delayed --details " + model +
                          "--token-imbalance 2 --json " + box.path("g.json") + " --against " + box.path("b.json"));
   ASSERT_EQ(g.exit_code, 0) << g.err;
   EXPECT_EQ(load(box.path("g.json")).at("model").at("moe").at("path"), "per-expert");
   EXPECT_NE(g.out.find("(as measured): --moe per-expert"), std::string::npos) << g.out;
   EXPECT_NE(g.out.find("experts: 2048, 896 x6, 768; max/mean 2.00"), std::string::npos) << g.out;
-  const auto p = box.run("predict --gpu 'H100 SXM' --recipes bf16,fp8-delayed " + model +
+  const auto p = box.run("predict --gpu 'H100 SXM' --recipes bf16,fp8-delayed --details " + model +
                          "--token-imbalance 2 --moe per-expert --json " + box.path("p.json") + " --against " +
                          box.path("b.json"));
   ASSERT_EQ(p.exit_code, 0) << p.err;
@@ -201,7 +202,7 @@ TEST(CliPredict, AgainstPredictsTheMeasuredWorkload) {
   const auto bench = box.run("bench --gpu 'H100 SXM' --quiet --model llama-3-8b --seq 2048 --lm-head --grad-accum 4 "
                              "--recipes bf16,quartet --json " + box.path("l.json"));
   ASSERT_EQ(bench.exit_code, 0) << bench.err;
-  const auto same = box.run("predict --gpu 'H100 SXM' --recipes bf16,quartet --json " + box.path("s.json") +
+  const auto same = box.run("predict --gpu 'H100 SXM' --recipes bf16,quartet --details --json " + box.path("s.json") +
                             " --against " + box.path("l.json"));
   ASSERT_EQ(same.exit_code, 0) << same.err;
   EXPECT_NE(same.out.find("(as measured): model llama-3-8b, --lm-head"), std::string::npos) << same.out;

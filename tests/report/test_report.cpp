@@ -66,7 +66,7 @@ TEST(Terminal, SequenceTableNextToTheSumOfParts) {
     if (bench::is_autocast(s.mode)) {
       ASSERT_TRUE(std::isfinite(s.bound_layer_ms));
       const std::string over = fmt::format("{:+.1f}%", 100.0 * (s.sequence_layer_ms / s.bound_layer_ms - 1));
-      EXPECT_TRUE(has(t, diff + fmt::format("{:>9}{:>11}", fmt::format("{:.2f}x", s.sequence_speedup_vs_bf16), over)))
+      EXPECT_TRUE(has(t, diff + fmt::format("{:>9}{:>15}", fmt::format("{:.2f}x", s.sequence_speedup_vs_bf16), over)))
           << s.recipe << " " << over << "\n" << t;
     }
   }
@@ -278,7 +278,8 @@ TEST(Compare, SideBySideRatios) {
   // Each measured side says what its clocks did; a predicted side has none to show.
   a.clocks = bench::summarize_clock_samples({{1500, 600, bench::clock_reason::kSwPowerCap}, {1980, 400, 0}}, "NVML");
   const std::string c2 = render_comparison(a, b);
-  EXPECT_TRUE(has(c2, "A GPU clocks during the run: " + bench::clock_record_text(a.clocks) + "\n")) << c2;
+  // wrapped to the terminal's width
+  EXPECT_TRUE(has(c2, wrap_text("A GPU clocks during the run: " + bench::clock_record_text(a.clocks), "", "  "))) << c2;
   EXPECT_FALSE(has(c2, "B GPU clocks during the run"));
   b.predicted = false;
   EXPECT_TRUE(has(render_comparison(a, b), "B GPU clocks during the run: not recorded"));
