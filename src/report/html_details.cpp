@@ -90,7 +90,7 @@ std::string per_layer_details(const BenchResult& r, const Summaries& sums) {
                  s.failed_rows ? "failed" : "");
     gain.add_row({recipe, mode, speedup_text(s.speedup_vs_bf16), speedup_text(s.speedup_vs_baseline),
                   pair_text(s.forward_speedup_vs_bf16, s.backward_speedup_vs_bf16), ms_text(s.quant_overhead_ms),
-                  std::isfinite(s.quant_vs_copy) ? fmt::format("{:.2f}", s.quant_vs_copy) : "-",
+                  std::isfinite(s.quant_vs_copy) ? fmt::format("{:.2g}", s.quant_vs_copy) : "-",
                   std::isfinite(s.sequence_layer_ms)
                       ? fmt::format("{} ({})", ms_text(s.sequence_layer_ms), speedup_text(s.sequence_speedup_vs_bf16))
                       : "-",

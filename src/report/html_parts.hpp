@@ -24,7 +24,9 @@ bench::Mode main_mode(const bench::BenchResult& r);
 std::string headline_chart(const bench::BenchResult& r, const Summaries& sums);
 std::string summary_table(const bench::BenchResult& r, const Summaries& sums);
 
-// The model and the run as small tables of known facts (html_run_facts.cpp).
+// The model and the run as small tables of known facts (html_run_facts.cpp), and the model's name
+// ("model" when the result does not say).
+std::string model_name(const bench::BenchResult& r);
 std::string model_facts(const bench::BenchResult& r);
 std::string run_facts(const bench::BenchResult& r);
 

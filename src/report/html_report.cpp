@@ -46,12 +46,8 @@ summary { cursor: pointer; font-weight: 600; }
 
 std::string to_html(const BenchResult& r) {
   const auto sums = bench::summarize(r);
-  std::string model = r.model.is_object() && r.model.contains("model") && r.model["model"].is_object() &&
-                              r.model["model"].contains("name") && r.model["model"]["name"].is_string()
-                          ? r.model["model"]["name"].get<std::string>()
-                          : std::string("model");
   const std::string title =
-      fmt::format("nibble bench: {} on {}{}", model, r.gpu.name, r.predicted ? " \u2014 PREDICTED" : "");
+      fmt::format("nibble bench: {} on {}{}", html::model_name(r), r.gpu.name, r.predicted ? " \u2014 PREDICTED" : "");
   std::string out = fmt::format("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                                 "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
                                 "<title>{}</title><style>{}</style></head><body>\n<h1>{}</h1>\n",

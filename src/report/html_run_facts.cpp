@@ -29,11 +29,17 @@ std::string tb_per_s(double gbs) { return gbs > 0 ? fmt::format("{:.2f} TB/s", g
 
 }  // namespace
 
+std::string model_name(const BenchResult& r) {
+  const auto& m = r.model;
+  for (const nlohmann::json* c : {m.is_object() && m.contains("model") ? &m["model"] : nullptr, &m})
+    if (c && c->is_object() && c->contains("name") && (*c)["name"].is_string()) return (*c)["name"].get<std::string>();
+  return "model";
+}
+
 std::string model_facts(const BenchResult& r) {
   const auto& m = r.model;
   const nlohmann::json c = m.is_object() && m.contains("model") ? m["model"] : nlohmann::json::object();
-  std::string name = field_text(c, "name");
-  if (name.empty() && m.is_object()) name = field_text(m, "name");
+  const std::string name = escape_xml(model_name(r));
   const bool moe = c.is_object() && c.contains("experts") && c["experts"].is_number() && c["experts"].get<double>() > 0;
   const bool tp = c.is_object() && c.contains("tp") && c["tp"].is_number() && c["tp"].get<double>() > 1;
   std::vector<std::pair<std::string, std::string>> facts{
