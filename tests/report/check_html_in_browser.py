@@ -104,11 +104,11 @@ class Browser:
         text, self.buffer = self.buffer.split(b"\0", 1)
         return json.loads(text)
 
-    def send(self, method, params=None, session=None, timeout=30):
+    def send(self, method, params=None, tab=None, timeout=30):
         self.next_id += 1
         message = {"id": self.next_id, "method": method, "params": params or {}}
-        if session:
-            message["sessionId"] = session
+        if tab:
+            message["sessionId"] = tab
         os.write(self.cmd_w, json.dumps(message).encode() + b"\0")
         deadline = time.monotonic() + timeout
         while True:
@@ -119,11 +119,11 @@ class Browser:
                 return m.get("result", {})
             self.events.append(m)
 
-    def wait_event(self, method, session, timeout=30):
+    def wait_event(self, method, tab, timeout=30):
         deadline = time.monotonic() + timeout
         while True:
             for i, e in enumerate(self.events):
-                if e.get("method") == method and e.get("sessionId") == session:
+                if e.get("method") == method and e.get("sessionId") == tab:
                     return self.events.pop(i)
             self.events.append(self._read_message(deadline))
 
@@ -182,11 +182,11 @@ def page_problems(facts, predicted, console):
     return bad
 
 
-def console_problems(events, session):
+def console_problems(events, tab):
     """Console errors, exceptions and requests for anything but local files, from the page's events."""
     out = []
     for e in events:
-        if e.get("sessionId") != session:
+        if e.get("sessionId") != tab:
             continue
         m, p = e.get("method"), e.get("params", {})
         if m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
@@ -205,17 +205,17 @@ def console_problems(events, session):
 
 def check_page(browser, name, path, predicted, out_dir):
     target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-    session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+    tab = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
     for domain in ("Page", "Runtime", "Log", "Network"):
-        browser.send(domain + ".enable", session=session)
+        browser.send(domain + ".enable", tab=tab)
     browser.send("Emulation.setDeviceMetricsOverride",
-                 {"width": VIEW_W, "height": VIEW_H, "deviceScaleFactor": 1, "mobile": False}, session=session)
-    browser.send("Page.navigate", {"url": "file://" + os.path.abspath(path)}, session=session)
-    browser.wait_event("Page.loadEventFired", session)
-    shot = browser.send("Page.captureScreenshot", {"format": "png"}, session=session)
+                 {"width": VIEW_W, "height": VIEW_H, "deviceScaleFactor": 1, "mobile": False}, tab=tab)
+    browser.send("Page.navigate", {"url": "file://" + os.path.abspath(path)}, tab=tab)
+    browser.wait_event("Page.loadEventFired", tab)
+    shot = browser.send("Page.captureScreenshot", {"format": "png"}, tab=tab)
     with open(os.path.join(out_dir, name + ".png"), "wb") as f:
         f.write(base64.b64decode(shot["data"]))
-    result = browser.send("Runtime.evaluate", {"expression": PAGE_FACTS, "returnByValue": True}, session=session)
+    result = browser.send("Runtime.evaluate", {"expression": PAGE_FACTS, "returnByValue": True}, tab=tab)
     if "exceptionDetails" in result:
         raise RuntimeError(f"{name}: the page checks threw: {result['exceptionDetails']}")
     facts = json.loads(result["result"]["value"])
@@ -223,10 +223,10 @@ def check_page(browser, name, path, predicted, out_dir):
                         {"format": "png", "captureBeyondViewport": True,
                          "clip": {"x": 0, "y": 0, "width": VIEW_W, "height": min(facts["pageHeightOpen"], 16000),
                                   "scale": 1}},
-                        session=session)
+                        tab=tab)
     with open(os.path.join(out_dir, name + "-open.png"), "wb") as f:
         f.write(base64.b64decode(full["data"]))
-    problems = page_problems(facts, predicted, console_problems(browser.events, session))
+    problems = page_problems(facts, predicted, console_problems(browser.events, tab))
     browser.send("Target.closeTarget", {"targetId": target})
     return facts, problems
 
