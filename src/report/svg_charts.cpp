@@ -101,6 +101,15 @@ std::string grouped_bars(const std::string& title, const std::string& unit, cons
   const int font = bar_h >= 14 ? 11 : 9;
   std::string body;
   const int top = legend(body, series, frame) + (style.reference_label.empty() ? 0 : 14);
+  const int bottom = top + int(groups.size()) * group_h;
+  if (std::isfinite(style.reference)) {  // drawn first, so the bars' value labels stay readable over it
+    const double x = x_of(style.reference);
+    body += fmt::format("<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#333\" stroke-dasharray=\"4 3\"/>\n",
+                        x, top - 4, x, bottom);
+    if (!style.reference_label.empty())
+      body += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\" font-size=\"11\">{}</text>\n", x, top - 7,
+                          escape_xml(style.reference_label));
+  }
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const int y0 = top + int(gi) * group_h;
     body += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", frame.label_width - 6,
@@ -127,15 +136,6 @@ std::string grouped_bars(const std::string& title, const std::string& unit, cons
                           font, style.decimals >= 0 ? fmt::format("{:.{}f}", v, style.decimals) : value_text(v),
                           escape_xml(style.value_suffix));
     }
-  }
-  const int bottom = top + int(groups.size()) * group_h;
-  if (std::isfinite(style.reference)) {
-    const double x = x_of(style.reference);
-    body += fmt::format("<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#333\" stroke-dasharray=\"4 3\"/>\n",
-                        x, top - 4, x, bottom);
-    if (!style.reference_label.empty())
-      body += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\" font-size=\"11\">{}</text>\n", x, top - 7,
-                          escape_xml(style.reference_label));
   }
   return open_svg(frame, bottom + 4, title) + body + "</svg>\n";
 }

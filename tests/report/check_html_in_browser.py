@@ -10,12 +10,14 @@ loaded in a 1280 x 800 viewport and must:
   - log no console error or exception, and request nothing but the file itself (self-contained);
   - have no table column whose every cell is blank or zero and no empty table cell;
   - predicted: a PREDICTED banner and PREDICTED in every chart title; measured: neither.
-A screenshot of each viewport (and of the whole page with its sections open) lands in the output folder.
+A screenshot of each viewport lands in the output folder (NIBBLE_HTML_FULL_PAGE=1: also of the whole page with
+its sections open).
 
 Usage: check_html_in_browser.py NIBBLE_BINARY OUTPUT_DIR   (run from the repository root)
 Exit status: 0 all checks passed, 1 a check failed, 2 chromium is missing or the browser failed.
 """
 import base64
+import glob
 import json
 import os
 import select
@@ -26,7 +28,10 @@ import tempfile
 import time
 
 VIEW_W, VIEW_H = 1280, 800
-MEASURED = "docs/results/h100-2026-12-06/bench-codonfm-5b.json"
+# NIBBLE_HTML_FULL_PAGE=1: also a screenshot of the whole page with its sections open (<name>-open.png).
+FULL_PAGE = os.environ.get("NIBBLE_HTML_FULL_PAGE") == "1"
+# Every measured benchmark result the docs quote (files of several dates: older ones lack newer fields).
+MEASURED = sorted(glob.glob("docs/results/*/bench-*.json"))
 
 # Runs in the page; returns what the checks below judge.
 PAGE_FACTS = r"""
@@ -141,9 +146,15 @@ class Browser:
 
 def render_pages(nibble, out_dir):
     """The pages under test: (name, path, predicted)."""
-    pages = [("measured-h100", [nibble, "report", MEASURED], False),
-             ("predicted-h200", [nibble, "bench", "--gpu", "H200", "--quiet"], True),
-             ("predicted-b200", [nibble, "bench", "--gpu", "B200", "--quiet"], True)]
+    pages = [("measured-" + os.path.basename(os.path.dirname(f)) + "-" + os.path.basename(f)[:-5],
+              [nibble, "report", f], False) for f in MEASURED]
+    if not pages:
+        raise SystemExit("check_html_in_browser: no docs/results/*/bench-*.json: run from the repository root")
+    pages += [("predicted-h200", [nibble, "bench", "--gpu", "H200", "--quiet"], True),
+             ("predicted-b200", [nibble, "bench", "--gpu", "B200", "--mode", "all", "--quiet"], True),
+             ("predicted-moe", [nibble, "bench", "--gpu", "H100", "--experts", "8", "--top-k", "2", "--moe-ffn",
+                               "4096", "--token-imbalance", "2", "--keep-bf16", "first:2,last:2", "--grad-accum", "4",
+                               "--quiet"], True)]
     out = []
     for name, cmd, predicted in pages:
         path = os.path.join(out_dir, name + ".html")
@@ -219,13 +230,14 @@ def check_page(browser, name, path, predicted, out_dir):
     if "exceptionDetails" in result:
         raise RuntimeError(f"{name}: the page checks threw: {result['exceptionDetails']}")
     facts = json.loads(result["result"]["value"])
-    full = browser.send("Page.captureScreenshot",
-                        {"format": "png", "captureBeyondViewport": True,
-                         "clip": {"x": 0, "y": 0, "width": VIEW_W, "height": min(facts["pageHeightOpen"], 16000),
-                                  "scale": 1}},
-                        tab=tab)
-    with open(os.path.join(out_dir, name + "-open.png"), "wb") as f:
-        f.write(base64.b64decode(full["data"]))
+    if FULL_PAGE:
+        full = browser.send("Page.captureScreenshot",
+                            {"format": "png", "captureBeyondViewport": True,
+                             "clip": {"x": 0, "y": 0, "width": VIEW_W, "height": min(facts["pageHeightOpen"], 16000),
+                                      "scale": 1}},
+                            tab=tab)
+        with open(os.path.join(out_dir, name + "-open.png"), "wb") as f:
+            f.write(base64.b64decode(full["data"]))
     problems = page_problems(facts, predicted, console_problems(browser.events, tab))
     browser.send("Target.closeTarget", {"targetId": target})
     return facts, problems
