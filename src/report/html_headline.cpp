@@ -19,7 +19,7 @@ using svg::escape_xml;
 
 namespace {
 
-// What each mode times, as the chart's legend and the table's column headers say it.
+// What each mode times, as the headline chart's legend says it.
 std::string mode_label(Mode m) {
   switch (m) {
     case Mode::pre_quantized: return "pre-quantized GEMMs";
