@@ -4,7 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-need_pkgs=(libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libbenchmark-dev libeigen3-dev libceres-dev ninja-build cmake g++)
+# chromium: the HTML report's browser test (tests/report/check_html_in_browser.py) renders the page headless.
+need_pkgs=(libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libbenchmark-dev libeigen3-dev libceres-dev ninja-build cmake g++
+           chromium)
 missing=()
 for p in "${need_pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -43,8 +43,9 @@ std::string wrap_text(std::string_view text, std::string_view first_indent = "",
 // One row per (GEMM, recipe, mode), header = the JSON row field names plus gpu and predicted.
 std::string to_csv(const bench::BenchResult& result);
 
-// One self-contained HTML file: tables plus inline SVG charts (stacked per-layer time per recipe
-// split by pass and quantization, speedups over bf16, TFLOP/s per shape). No external references.
+// One self-contained HTML file (inline CSS and SVG, no script, no external reference): the speedup
+// chart and a per-recipe summary above the fold, then what it means, the model and the run; the
+// per-block and per-GEMM tables collapsed (docs/bench-output.md, "HTML").
 std::string to_html(const bench::BenchResult& result);
 
 // Two results side by side (two GPUs, two configs): per (recipe, mode) layer_ms of each, the

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 
 namespace nibble::report::svg {
 
@@ -16,13 +15,27 @@ constexpr const char* kColours[] = {"#0072B2", "#E69F00", "#009E73", "#CC79A7",
                                     "#56B4E9", "#D55E00", "#F0E442", "#999999"};
 const char* colour(size_t i) { return kColours[i % (sizeof kColours / sizeof *kColours)]; }
 
-constexpr int kWidth = 900, kLabelW = 260, kRightPad = 90, kBarH = 18, kGap = 6, kTop = 34;
+constexpr int kRightPad = 90, kTitleH = 26, kLegendRowH = 18;
 
-std::string open_svg(int height, const std::string& title) {
+// The legend under the title, wrapped to the frame's width; returns the y where the plot starts.
+int legend(std::string& out, const std::vector<std::string>& entries, const Frame& frame) {
+  int x = 4, y = kTitleH;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const int w = 24 + 7 * int(entries[i].size());
+    if (x > 4 && x + w > frame.width) x = 4, y += kLegendRowH;
+    out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
+                       "<text x=\"{}\" y=\"{}\">{}</text>\n",
+                       x, y, colour(i), x + 16, y + 11, escape_xml(entries[i]));
+    x += w;
+  }
+  return y + kLegendRowH + 8;
+}
+
+std::string open_svg(const Frame& frame, int height, const std::string& title) {
   return fmt::format("<svg width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" role=\"img\" "
                      "font-family=\"sans-serif\" font-size=\"12\">\n<title>{}</title>\n"
-                     "<text x=\"4\" y=\"18\" font-size=\"15\" font-weight=\"bold\">{}</text>\n",
-                     kWidth, height, kWidth, height, escape_xml(title), escape_xml(title));
+                     "<text class=\"chart-title\" x=\"4\" y=\"16\" font-size=\"14\" font-weight=\"bold\">{}</text>\n",
+                     frame.width, height, frame.width, height, escape_xml(title), escape_xml(title));
 }
 
 double scale_max(double max_value) { return max_value > 0 && std::isfinite(max_value) ? max_value : 1.0; }
@@ -34,112 +47,97 @@ std::string value_text(double v) {
 
 }  // namespace
 
-std::string stacked_bars(const std::string& title, const std::string& unit, const std::vector<StackedBar>& bars) {
-  std::vector<std::string> legend;
+std::string stacked_bars(const std::string& title, const std::string& unit, const std::vector<StackedBar>& bars,
+                         const Frame& frame) {
+  constexpr int kBarH = 18, kGap = 6;
+  std::vector<std::string> entries;
   double max_total = 0;
   for (const auto& b : bars) {
     double total = 0;
     for (const auto& s : b.segments) {
       total += std::max(0.0, s.value);
-      if (std::find(legend.begin(), legend.end(), s.label) == legend.end()) legend.push_back(s.label);
+      if (std::find(entries.begin(), entries.end(), s.label) == entries.end()) entries.push_back(s.label);
     }
     max_total = std::max(max_total, total);
   }
   const double vmax = scale_max(max_total);
-  const int plot_w = kWidth - kLabelW - kRightPad;
-  const int legend_y = kTop + int(bars.size()) * (kBarH + kGap) + 10;
-  std::string out = open_svg(legend_y + 30, title);
+  const int plot_w = frame.width - frame.label_width - kRightPad;
+  std::string body;
+  const int top = legend(body, entries, frame);
   for (size_t i = 0; i < bars.size(); ++i) {
-    const int y = kTop + int(i) * (kBarH + kGap);
-    out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", kLabelW - 6,
-                       y + kBarH - 5, escape_xml(bars[i].label));
-    double x = kLabelW, total = 0;
+    const int y = top + int(i) * (kBarH + kGap);
+    body += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", frame.label_width - 6,
+                        y + kBarH - 5, escape_xml(bars[i].label));
+    double x = frame.label_width, total = 0;
     for (const auto& s : bars[i].segments) {
       const double w = std::max(0.0, s.value) / vmax * plot_w;
-      const size_t ci = std::find(legend.begin(), legend.end(), s.label) - legend.begin();
-      out += fmt::format("<rect x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\">"
-                         "<title>{}: {} {}</title></rect>\n",
-                         x, y, w, kBarH, colour(ci), escape_xml(s.label), value_text(s.value), escape_xml(unit));
+      const size_t ci = std::find(entries.begin(), entries.end(), s.label) - entries.begin();
+      body += fmt::format("<rect x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\">"
+                          "<title>{}: {} {}</title></rect>\n",
+                          x, y, w, kBarH, colour(ci), escape_xml(s.label), value_text(s.value), escape_xml(unit));
       x += w;
       total += std::max(0.0, s.value);
     }
-    out += fmt::format("<text x=\"{:.1f}\" y=\"{}\">{} {}</text>\n", x + 4, y + kBarH - 5,
-                       value_text(total), escape_xml(unit));
+    body += fmt::format("<text x=\"{:.1f}\" y=\"{}\">{} {}</text>\n", x + 4, y + kBarH - 5, value_text(total),
+                        escape_xml(unit));
   }
-  int lx = kLabelW;
-  for (size_t i = 0; i < legend.size(); ++i) {
-    out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
-                       "<text x=\"{}\" y=\"{}\">{}</text>\n",
-                       lx, legend_y, colour(i), lx + 16, legend_y + 11, escape_xml(legend[i]));
-    lx += 24 + 7 * int(legend[i].size());
-  }
-  return out + "</svg>\n";
-}
-
-std::string bars(const std::string& title, const std::string& unit, const std::vector<Bar>& bars, double reference) {
-  double vmax = std::isfinite(reference) ? reference : 0;
-  for (const auto& b : bars)
-    if (std::isfinite(b.value)) vmax = std::max(vmax, b.value);
-  vmax = scale_max(vmax);
-  const int plot_w = kWidth - kLabelW - kRightPad;
-  const int height = kTop + int(bars.size()) * (kBarH + kGap) + 10;
-  std::string out = open_svg(height, title);
-  for (size_t i = 0; i < bars.size(); ++i) {
-    const int y = kTop + int(i) * (kBarH + kGap);
-    const double v = bars[i].value;
-    const double w = std::isfinite(v) ? std::max(0.0, v) / vmax * plot_w : 0;
-    out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n"
-                       "<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"/>\n"
-                       "<text x=\"{:.1f}\" y=\"{}\">{}{}</text>\n",
-                       kLabelW - 6, y + kBarH - 5, escape_xml(bars[i].label), kLabelW, y, w, kBarH,
-                       std::isfinite(reference) && v < reference ? "#D55E00" : "#0072B2",
-                       kLabelW + w + 4, y + kBarH - 5, value_text(v), escape_xml(unit));
-  }
-  if (std::isfinite(reference)) {
-    const double x = kLabelW + reference / vmax * plot_w;
-    out += fmt::format("<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#333\" "
-                       "stroke-dasharray=\"4 3\"/>\n",
-                       x, kTop - 4, x, height - 8);
-  }
-  return out + "</svg>\n";
+  return open_svg(frame, top + int(bars.size()) * (kBarH + kGap) + 4, title) + body + "</svg>\n";
 }
 
 std::string grouped_bars(const std::string& title, const std::string& unit, const std::vector<std::string>& series,
-                         const std::vector<Group>& groups) {
-  const int bar_h = 10;
-  double vmax = 0;
+                         const std::vector<Group>& groups, const GroupedStyle& style) {
+  const Frame& frame = style.frame;
+  const int bar_h = style.bar_height;
+  auto at = [](const std::vector<double>& v, size_t i) { return i < v.size() ? v[i] : std::nan(""); };
+  double vmax = std::isfinite(style.reference) ? style.reference : 0;
   for (const auto& g : groups)
-    for (double v : g.values)
-      if (std::isfinite(v)) vmax = std::max(vmax, v);
+    for (size_t i = 0; i < g.values.size(); ++i)
+      for (double v : {g.values[i], at(g.high, i)})
+        if (std::isfinite(v)) vmax = std::max(vmax, v);
   vmax = scale_max(vmax);
-  const int plot_w = kWidth - kLabelW - kRightPad;
-  const int group_h = int(series.size()) * bar_h + 12;
-  const int legend_y = kTop + int(groups.size()) * group_h + 6;
-  std::string out = open_svg(legend_y + 30, title);
+  const int plot_w = frame.width - frame.label_width - kRightPad;
+  auto x_of = [&](double v) { return frame.label_width + std::max(0.0, v) / vmax * plot_w; };
+  const int group_h = int(series.size()) * bar_h + 10;
+  const int font = bar_h >= 14 ? 11 : 9;
+  std::string body;
+  const int top = legend(body, series, frame) + (style.reference_label.empty() ? 0 : 14);
+  const int bottom = top + int(groups.size()) * group_h;
+  if (std::isfinite(style.reference)) {  // drawn first, so the bars' value labels stay readable over it
+    const double x = x_of(style.reference);
+    body += fmt::format("<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#333\" stroke-dasharray=\"4 3\"/>\n",
+                        x, top - 4, x, bottom);
+    if (!style.reference_label.empty())
+      body += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\" font-size=\"11\">{}</text>\n", x, top - 7,
+                          escape_xml(style.reference_label));
+  }
   for (size_t gi = 0; gi < groups.size(); ++gi) {
-    const int y0 = kTop + int(gi) * group_h;
-    out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", kLabelW - 6,
-                       y0 + group_h / 2 + 2, escape_xml(groups[gi].label));
+    const int y0 = top + int(gi) * group_h;
+    body += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", frame.label_width - 6,
+                        y0 + (group_h - 10) / 2 + 4, escape_xml(groups[gi].label));
     for (size_t si = 0; si < series.size() && si < groups[gi].values.size(); ++si) {
       const double v = groups[gi].values[si];
       if (!std::isfinite(v)) continue;
-      const double w = std::max(0.0, v) / vmax * plot_w;
       const int y = y0 + int(si) * bar_h;
-      out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\">"
-                         "<title>{}: {} {}</title></rect>\n",
-                         kLabelW, y, w, bar_h - 1, colour(si), escape_xml(series[si]), value_text(v), escape_xml(unit));
-      out += fmt::format("<text x=\"{:.1f}\" y=\"{}\" font-size=\"9\">{}</text>\n", kLabelW + w + 3,
-                         y + bar_h - 2, value_text(v));
+      const double lo = at(groups[gi].low, si), hi = at(groups[gi].high, si);
+      const bool whisker = std::isfinite(lo) && std::isfinite(hi);
+      std::string tip = fmt::format("{}: {}{}", series[si], value_text(v), unit);
+      if (whisker) tip += fmt::format(" [{}, {}]", value_text(lo), value_text(hi));
+      body += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"><title>{}</title></rect>\n",
+                          frame.label_width, y, x_of(v) - frame.label_width, bar_h - 1, colour(si), escape_xml(tip));
+      double label_x = x_of(v);
+      if (whisker) {
+        const double cy = y + (bar_h - 1) / 2.0, cap = std::max(2.0, bar_h / 3.0);
+        body += fmt::format("<path class=\"whisker\" d=\"M{0:.1f} {1:.1f}H{2:.1f}M{0:.1f} {3:.1f}V{4:.1f}M{2:.1f} {3:.1f}"
+                            "V{4:.1f}\" stroke=\"#222\" fill=\"none\"/>\n",
+                            x_of(lo), cy, x_of(hi), cy - cap, cy + cap);
+        label_x = std::max(label_x, x_of(hi));
+      }
+      body += fmt::format("<text x=\"{:.1f}\" y=\"{}\" font-size=\"{}\">{}{}</text>\n", label_x + 3, y + bar_h - 3,
+                          font, style.decimals >= 0 ? fmt::format("{:.{}f}", v, style.decimals) : value_text(v),
+                          escape_xml(style.value_suffix));
     }
   }
-  int lx = kLabelW;
-  for (size_t i = 0; i < series.size(); ++i) {
-    out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
-                       "<text x=\"{}\" y=\"{}\">{}</text>\n",
-                       lx, legend_y, colour(i), lx + 16, legend_y + 11, escape_xml(series[i]));
-    lx += 24 + 7 * int(series[i].size());
-  }
-  return out + "</svg>\n";
+  return open_svg(frame, bottom + 4, title) + body + "</svg>\n";
 }
 
 }  // namespace nibble::report::svg
