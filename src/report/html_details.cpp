@@ -75,7 +75,7 @@ std::string tflops_chart(const BenchResult& r) {
 
 std::string per_layer_details(const BenchResult& r, const Summaries& sums) {
   Table time({{"recipe", true}, {"mode", true}, {"fprop ms"}, {"dgrad ms"}, {"wgrad ms"}, {"of it quant ms"},
-              {"layer ms"}, {"bound ms"}, {"TFLOP/s"}, {"path", true}});
+              {"layer ms"}, {"copy-speed ms"}, {"TFLOP/s"}, {"path", true}});
   Table gain({{"recipe", true}, {"mode", true}, {"vs bf16"}, {"vs " + escape_xml(r.baseline_recipe)},
               {"fwd / bwd vs bf16"}, {"quant overhead ms"}, {"quant vs copy"}, {"as one sequence ms (vs bf16)"},
               {"model ms"}, {"tokens/s"}, {"model vs bf16"}, {"W-quant ms (counted)"}});
@@ -118,7 +118,7 @@ std::string per_layer_details(const BenchResult& r, const Summaries& sums) {
 
 std::string gemm_details(const BenchResult& r) {
   Table t({{"layer", true}, {"pass", true}, {"M"}, {"K"}, {"N"}, {"count"}, {"recipe", true}, {"mode", true},
-           {"GEMM ms"}, {"p10 &ndash; p90"}, {"quant ms"}, {"total ms"}, {"bound ms"}, {"TFLOP/s"}, {"% peak"},
+           {"GEMM ms"}, {"p10 &ndash; p90"}, {"quant ms"}, {"total ms"}, {"copy-speed ms"}, {"TFLOP/s"}, {"% peak"},
            {"path", true}, {"error", true}});
   for (const auto& x : r.rows) {
     std::vector<std::string> cells{escape_xml(x.layer), escape_xml(x.pass), fmt::format("{}", x.m),
