@@ -45,3 +45,18 @@ def test_emulated_quantizer_refuses_an_unknown_recipe():
     backend = emulated.EmulatedBackend(dict(mx_scale_rule="ocp"))
     with pytest.raises(ValueError, match="recipe 'quartett' has no plain quantizer; valid:"):
         backend.plain(torch.randn(4, 32), "quartett", "x", 0)
+
+
+def test_sweep_refuses_an_unknown_recipe_before_any_run(tmp_path, capsys):
+    import importlib.util
+    import os
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "train", "sweep.py")
+    spec = importlib.util.spec_from_file_location("nibble_sweep_names", path)
+    sweep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep)
+    out = tmp_path / "sweep"
+    with pytest.raises(SystemExit) as stop:
+        sweep.main(["--recipes", "bf16,quartett", "--out", str(out), "--dry-run"])
+    assert stop.value.code == 2
+    assert "unknown recipe(s) ['quartett']; valid: bf16," in capsys.readouterr().err
+    assert not out.exists(), "a refused sweep created its output folder"
