@@ -5,7 +5,9 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <limits>
 #include <random>
+#include <sstream>
 
 #include "cli_runner.hpp"
 #include "nibble/format/bf16.hpp"
@@ -171,4 +173,28 @@ TEST(CliError, BadInputFailsCleanly) {
     EXPECT_TRUE(r.out.empty()) << c.args << "\nstdout: " << r.out;
   }
   EXPECT_EQ(box.listing(), before);
+}
+
+// A tensor with some non-finite values is measured on the finite ones; the note saying so has a line of its
+// own under the row, so the row's numbers stay in their columns.
+TEST(CliError, PartlyNonFiniteNoteOnItsOwnLine) {
+  CliSandbox box;
+  auto x = nibble::testing::fresh_normal_floats(4 * 32);
+  x[7] = std::numeric_limits<float>::quiet_NaN();
+  io::write_npy(box / "part.npy", io::make_f32_tensor("", {4, 32}, x));
+  const auto r = box.run("error " + box.path("part.npy") + " --recipes fp8-current");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line, previous;
+  bool seen = false;
+  while (std::getline(lines, line)) {
+    if (line.find("note:") != std::string::npos) {
+      seen = true;
+      EXPECT_EQ(line.find_first_not_of(' '), line.find("note:")) << "the note shares its line: " << line;
+      EXPECT_NE(line.find("1 non-finite inputs left out"), std::string::npos) << line;
+      EXPECT_NE(previous.find("fp8-current"), std::string::npos) << "the note follows its row: " << previous;
+    }
+    previous = line;
+  }
+  EXPECT_TRUE(seen) << r.out;
 }
