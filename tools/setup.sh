@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what nibble needs on a fresh Debian 12 machine (with the CUDA toolkit already present),
-# then configures and builds into ./build. Idempotent: a second run only rebuilds what changed.
+# then configures ./build and builds the `nibble` executable with the libraries and CUDA kernels it links,
+# nothing else: tests and benchmarks are built by tools/test.sh (`cmake --build build` builds everything).
+# Idempotent: a second run only rebuilds what changed. Extra arguments go to cmake's configure step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,4 +29,4 @@ command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
 if [ ! -f build/CMakeCache.txt ]; then
   cmake -S . -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "$@"
 fi
-cmake --build build -j "$(nproc)"
+cmake --build build -j "$(nproc)" --target nibble

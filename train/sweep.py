@@ -94,6 +94,14 @@ def main(argv=None):
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument("train_args", nargs="*", help="passed to train.py after --")
     a = ap.parse_args(argv)
+    sys.path.insert(0, HERE)
+    from train import SCHEMES  # the recipe labels train.py runs; checked here, before any run is launched
+    bad = [r for r in a.recipes.split(",") if r not in SCHEMES]
+    if bad:
+        ap.error(f"unknown recipe(s) {bad}; valid: {', '.join(SCHEMES)}")
+    bad = [s for s in a.sizes.split(",") if s not in SIZES]
+    if bad:
+        ap.error(f"unknown size(s) {bad}; valid: {', '.join(SIZES)}")
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     local = os.environ.get("LOCAL_RANK", "0")
     runs = plan(a.sizes.split(","), [int(r) for r in a.ratios.split(",")], a.recipes.split(","), a.batch, a.seq_len)

@@ -146,12 +146,7 @@ class Linear(nn.Module):
     def __init__(self, in_features, out_features, bias=True, recipe="quartet", device=None, dtype=None,
                  seed=None, **recipe_options):
         super().__init__()
-        if recipe not in RECIPES:
-            raise ValueError(f"recipe {recipe!r} is unknown; valid recipes: {', '.join(RECIPES)}")
-        unknown = set(recipe_options) - set(_DEFAULTS)
-        if unknown:
-            raise ValueError(f"unknown recipe options {sorted(unknown)}; valid: {sorted(_DEFAULTS)}")
-        self.options = {**_DEFAULTS, **recipe_options}
+        self.options = {**_DEFAULTS, **checked_recipe_options(recipe, recipe_options)}
         rule = self.options["mx_scale_rule"]
         if rule not in ("default", "te", "round-up", "ocp"):
             raise ValueError(f"mx_scale_rule {rule!r} is unknown; valid: default, te (alias round-up), ocp")
@@ -517,10 +512,29 @@ def check_finite(model):
 DEFAULT_SKIP = (r"(^|\.)(embed|embeddings|wte|wpe|tok_embeddings)($|\.)", r"(^|\.)(lm_head|head|output)$")
 
 
+def check_recipe(recipe):
+    """Raise ValueError listing the valid names unless `recipe` is one of RECIPES. Every entry point that takes
+    a recipe name checks it here first, whether or not it goes on to build a layer."""
+    if not isinstance(recipe, str) or recipe not in RECIPES:
+        raise ValueError(f"recipe {recipe!r} is unknown; valid recipes: {', '.join(RECIPES)}")
+
+
+def checked_recipe_options(recipe, recipe_options):
+    """`recipe_options` after check_recipe(recipe) and a check that every option name is known."""
+    check_recipe(recipe)
+    unknown = set(recipe_options) - set(_DEFAULTS)
+    if unknown:
+        raise ValueError(f"unknown recipe options {sorted(unknown)}; valid: {sorted(_DEFAULTS)}")
+    return recipe_options
+
+
 def convert(model, recipe, skip=DEFAULT_SKIP, **recipe_options):
     """Replace every nn.Linear of `model` (in place) whose qualified name matches none of the `skip`
     regular expressions by a nibble Linear with the same weights. Embeddings are not nn.Linear and stay;
-    by default layers named lm_head/head/output are kept high precision too. Returns the model."""
+    by default layers named lm_head/head/output are kept high precision too. Returns the model.
+    The recipe and its options are checked first, so a misspelled name fails even on a model with no
+    nn.Linear left to replace (one converted already)."""
+    checked_recipe_options(recipe, recipe_options)
     patterns = [re.compile(p) for p in ([skip] if isinstance(skip, str) else skip)]
     for idx, (name, child) in enumerate(list(model.named_modules())):
         if not isinstance(child, nn.Linear) or any(p.search(name) for p in patterns):

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "command_registry.hpp"
+#include "usage.hpp"
 #include "nibble/results/aggregate.hpp"
 #include "nibble/results/result.hpp"
 #include "nibble/predict.hpp"
@@ -49,8 +50,7 @@ bool is_fp8(const std::string& r) { return r.rfind("fp8", 0) == 0 || r == "mxfp8
 bool is_fp4(const std::string& r) { return r == "nvfp4" || r == "mxfp4" || r == "quartet"; }
 
 std::vector<std::string> chosen_recipes(const BenchArgs& a) {
-  std::vector<std::string> rs = a.recipes.empty() ? kAllRecipes : a.recipes;
-  for (const auto& r : rs) nibble::quant::require_recipe_name(r, "--recipes");
+  std::vector<std::string> rs = a.recipes.empty() ? kAllRecipes : a.recipes;  // names checked by the parser
   std::vector<std::string> out;
   if (std::find(rs.begin(), rs.end(), "bf16") == rs.end()) out.push_back("bf16");  // speedups need it
   for (const auto& r : rs) {
@@ -139,21 +139,27 @@ int run_bench(const BenchArgs& a) {
   auto workload_options = a.workload;
   workload_options.moe_path = nibble::workload::moe_path_from_string(a.moe == "both" ? "grouped" : a.moe);
   const auto w = nibble::workload::derive_workload(model, workload_options);
-  const nibble::bench::LayerPlan plan =
-      a.keep_bf16.empty() ? nibble::bench::LayerPlan{} : nibble::bench::parse_layer_plan(a.keep_bf16, w.layers);
+  nibble::bench::LayerPlan plan;
+  if (!a.keep_bf16.empty()) {
+    try {
+      plan = nibble::bench::parse_layer_plan(a.keep_bf16, w.layers);
+    } catch (const std::invalid_argument& e) {
+      throw nibble::cli::UsageError(e.what());
+    }
+  }
   const auto recipes = chosen_recipes(a);
   const auto modes = chosen_modes(a);
   const auto has = [&](const std::string& r) { return std::find(recipes.begin(), recipes.end(), r) != recipes.end(); };
   std::string baseline = a.baseline;
   if (baseline.empty()) baseline = has("fp8-delayed") ? "fp8-delayed" : has("bf16") ? "bf16" : recipes.front();
   if (!has(baseline)) {
-    throw std::invalid_argument(fmt::format("--baseline {} is not among the recipes benchmarked ({}); add it to --recipes or "
+    throw nibble::cli::UsageError(fmt::format("--baseline {} is not among the recipes benchmarked ({}); add it to --recipes or "
                                             "pick one of those", baseline,
                                             fmt::join(recipes, ", ")));
   }
   nibble::bench::BenchResult result;
   if (a.moe == "both" && !w.is_moe())
-    throw std::invalid_argument("--moe both: the model has no routed experts (a dense model); drop --moe or give "
+    throw nibble::cli::UsageError("--moe both: the model has no routed experts (a dense model); drop --moe or give "
                                 "--experts");
   result = measure_or_predict(a, w, recipes, modes, baseline);
   if (w.is_moe()) {
@@ -198,7 +204,8 @@ std::function<int()> setup_bench(CLI::App& sub) {
   nibble::workload::add_model_options(sub, a->model);
   nibble::workload::add_workload_options(sub, a->workload);
   sub.add_option("--recipes", a->recipes, "recipes to run (default: all): " + fmt::format("{}", fmt::join(kAllRecipes, ", ")))
-      ->delimiter(',');
+      ->delimiter(',')
+      ->check(nibble::cli::recipe_check());
   sub.add_flag("--pre-quantize", a->pre_quantize_only, "only the pre-quantized (GEMM-only) mode");
   sub.add_option("--mode", a->mode, "autocast attribution: step (step-faithful), per-gemm (Transformer Engine's), all")
       ->check(CLI::IsMember({"step", "per-gemm", "all"}))
@@ -206,7 +213,8 @@ std::function<int()> setup_bench(CLI::App& sub) {
   sub.add_flag("--no-fp8", a->no_fp8, "skip the FP8 recipes");
   sub.add_flag("--no-fp4", a->no_fp4, "skip the FP4 recipes");
   sub.add_option("--baseline", a->baseline,
-                 "recipe the speedups are also quoted against (default: fp8-delayed when benchmarked, else bf16)");
+                 "recipe the speedups are also quoted against (default: fp8-delayed when benchmarked, else bf16)")
+      ->check(nibble::cli::recipe_check());
   sub.add_option("--iters", a->iters, "timed runs per row")->check(CLI::Range(1, 100000))->capture_default_str();
   sub.add_option("--warmup", a->warmup, "warm-up runs per row")->check(CLI::Range(0, 100000))->capture_default_str();
   sub.add_option("--warmup-ms", a->warmup_ms,
@@ -238,7 +246,9 @@ std::function<int()> setup_bench(CLI::App& sub) {
   sub.add_option("--json", a->json, "write the full result as JSON");
   sub.add_option("--csv", a->csv, "write one row per (GEMM, recipe, mode) as CSV");
   sub.add_option("--html", a->html, "write a self-contained HTML report");
-  sub.add_option("--gpu", a->gpu, "predict for this GPU from the performance model instead of measuring");
+  sub.add_option("--gpu", a->gpu, "predict for this GPU from the performance model instead of measuring (names: "
+                                  "nibble predict --list-gpus)")
+      ->check(nibble::cli::gpu_check());
   sub.add_flag("--autotune", a->autotune, "time the top cuBLASLt heuristics per GEMM and keep the fastest");
   sub.add_flag("--no-sequences", a->no_sequences,
                "skip timing each linear layer's passes back to back as one unit (the rows, timed piece by piece, "

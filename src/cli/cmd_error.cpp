@@ -15,6 +15,9 @@
 #include <vector>
 
 #include "command_registry.hpp"
+#include "tensor_input.hpp"
+#include "usage.hpp"
+#include "nibble/workload/model_cli.hpp"
 #include "nibble/io.hpp"
 #include "nibble/quant.hpp"
 #include "nibble/quant/error_metrics.hpp"
@@ -73,23 +76,13 @@ void require_memory_for(const std::string& name, const std::vector<int64_t>& sha
                                       " (about 20 bytes per element)");
 }
 
-// Rows for one tensor: every recipe measured, or a note per recipe explaining why not.
-void measure_tensor(const Tensor& t, const std::vector<Recipe>& recipes, const nibble::quant::QuantOptions& options,
-                    std::vector<ErrorRow>& rows) {
+// Rows for one floating tensor: every recipe measured, or a note per recipe whose blocks do not divide the
+// shape. A tensor nothing can be measured on (empty, a scalar, no finite value) throws, naming `what`.
+void measure_tensor(const Tensor& t, const std::string& what, const std::vector<Recipe>& recipes,
+                    const nibble::quant::QuantOptions& options, std::vector<ErrorRow>& rows) {
   const std::string shape = nibble::io::shape_string(t.shape);
-  auto note_all = [&](const std::string& note) {
-    for (Recipe r : recipes) rows.push_back({t.name, shape, nibble::quant::recipe_name(r), std::nullopt, note});
-  };
-  if (!nibble::io::is_floating(t.dtype)) {
-    note_all("dtype " + std::string(nibble::io::dtype_name(t.dtype)) + " is not a floating-point tensor; skipped");
-    return;
-  }
-  if (t.shape.size() != 1 && t.shape.size() != 2) {
-    note_all("shape " + shape + " is not 1-D or 2-D; reshape to (rows, cols) with the GEMM's inner dimension last");
-    return;
-  }
-  const auto m = nibble::io::as_matrix(t);
-  const std::vector<float> x = nibble::io::to_float32(t);
+  const std::vector<float> x = nibble::cli::quantizable_values(t, what);
+  const auto m = nibble::io::as_matrix(t.shape, what);
   for (Recipe r : recipes) {
     ErrorRow row{t.name, shape, nibble::quant::recipe_name(r), std::nullopt, ""};
     try {
@@ -173,8 +166,10 @@ std::string to_table(const std::vector<ErrorRow>& rows, const std::string& heade
     const auto& m = *r.metrics;
     out += fmt::format("{:>10.3e}  {:>8.2f}  {:>11.3e}  {:>9.4f}  {:>9.4f}", m.rel_mse, m.snr_db, m.max_abs_err,
                        100.0 * m.clipped_frac, 100.0 * m.zero_frac);
-    if (const std::string note = nibble::quant::nonfinite_note(m); !note.empty()) out += "  (" + note + ")";
     out += "\n";
+    // On its own line: the row's numbers stay in their columns, and the note stays whole.
+    if (const std::string note = nibble::quant::nonfinite_note(m); !note.empty())
+      out += fmt::format("{:<{}}  note: {}\n", "", wt + ws + wr + 4, note);  // under rel_mse
     if (std::find(paths.begin(), paths.end(), m.produced_by) == paths.end()) paths.push_back(m.produced_by);
   }
   if (!paths.empty()) {
@@ -226,52 +221,50 @@ int run_error(const ErrorArgs& a) {
   nibble::quant::QuantOptions options;
   options.role = nibble::quant::parse_role(a.role);
   options.seed = a.seed;
-  if (a.mx_scale_rule != "default") {
-    try {
-      options.mx_scale_rule = nibble::quant::parse_mx_scale_rule(a.mx_scale_rule);
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(std::string("--mx-scale-rule: ") + e.what() + "; or default");
-    }
-  }
+  if (a.mx_scale_rule != "default") options.mx_scale_rule = nibble::quant::parse_mx_scale_rule(a.mx_scale_rule);
 
   const fs::path path(a.file);
   std::vector<ErrorRow> rows;
   std::string kind;
   size_t measured_tensors = 0;
+  std::vector<std::string> unmeasured;  // a .safetensors file's floating tensors nothing could be measured on
   if (is_npy(path) || path.extension() == ".npy") {  // a broken .npy gets the reader's precise message
     kind = ".npy";
-    require_memory_for(path.filename().string(), nibble::io::read_npy_header(path).shape);
+    const std::string what = "'" + a.file + "'";
+    const Tensor header = nibble::io::read_npy_header(path);
+    nibble::cli::require_floating(header.dtype, what);
+    require_memory_for(path.filename().string(), header.shape);
     Tensor t = nibble::io::read_npy(path);
     t.name = path.filename().string();
-    if (!nibble::io::is_floating(t.dtype)) {
-      throw std::invalid_argument("'" + a.file + "' holds " + std::string(nibble::io::dtype_name(t.dtype)) +
-                                  ", not floating-point values; nibble error reads f32, f16, bf16 (safetensors) or "
-                                  "f64 tensors");
-    }
-    measure_tensor(t, recipes, options, rows);
+    measure_tensor(t, what, recipes, options, rows);
     measured_tensors = 1;
   } else if (path.extension() == ".safetensors") {
     kind = ".safetensors";
     const auto index = nibble::io::read_safetensors_index(path);
     for (const auto& e : index.entries) {
-      if (!e.dtype) {
-        for (Recipe r : recipes) {
-          rows.push_back({e.name, nibble::io::shape_string(e.shape), nibble::quant::recipe_name(r), std::nullopt,
-                          "dtype " + e.dtype_tag + " is not loaded; skipped"});
-        }
+      const std::string shape = nibble::io::shape_string(e.shape);
+      if (!e.dtype || !nibble::io::is_floating(*e.dtype)) {  // integer buffers of a checkpoint: listed, not measured
+        const std::string note = !e.dtype ? "dtype " + e.dtype_tag + " is not loaded; skipped"
+                                          : "dtype " + std::string(nibble::io::dtype_name(*e.dtype)) +
+                                                " is not a floating-point tensor; skipped";
+        for (Recipe r : recipes) rows.push_back({e.name, shape, nibble::quant::recipe_name(r), std::nullopt, note});
         continue;
       }
       require_memory_for(e.name, e.shape);
       const Tensor t = nibble::io::read_safetensors_tensor(path, index, e);
-      if (nibble::io::is_floating(t.dtype)) ++measured_tensors;
-      measure_tensor(t, recipes, options, rows);
+      try {
+        measure_tensor(t, "tensor '" + nibble::io::printable(e.name) + "'", recipes, options, rows);
+        ++measured_tensors;
+      } catch (const std::invalid_argument& err) {
+        unmeasured.push_back(err.what());
+      }
     }
-    if (measured_tensors == 0) {
+    if (measured_tensors == 0 && unmeasured.empty()) {
       throw std::invalid_argument("'" + a.file + "' has no floating-point tensors (F32, F16, BF16, F64) to measure");
     }
   } else {
-    throw std::invalid_argument("'" + a.file + "' is neither a .npy file (no \\x93NUMPY magic) nor named *.safetensors; "
-                                "pass a NumPy .npy or a .safetensors checkpoint");
+    throw std::invalid_argument("'" + a.file + "' is neither a .npy file (no \\x93NUMPY magic) nor named "
+                                "*.safetensors; pass a NumPy .npy or a .safetensors checkpoint");
   }
 
   if (a.format == "json") {
@@ -283,23 +276,38 @@ int run_error(const ErrorArgs& a) {
     const std::string s = a.details ? to_table(rows, header) : to_compact_table(rows, header);
     std::fwrite(s.data(), 1, s.size(), stdout);
   }
+  if (!unmeasured.empty()) {
+    // The measured tensors are printed above; the run still fails, so a script cannot take it for complete.
+    std::string list;
+    for (const auto& u : unmeasured) list += "\n  " + u;
+    throw std::invalid_argument(fmt::format("'{}': {} floating-point tensor{} could not be measured:{}", a.file,
+                                            unmeasured.size(), unmeasured.size() == 1 ? "" : "s", list));
+  }
   return 0;
 }
 
 std::function<int()> setup_error(CLI::App& sub) {
   auto a = std::make_shared<ErrorArgs>();
-  sub.add_option("file", a->file, ".npy or .safetensors file (f32, f16, bf16 tensors; 1-D or 2-D)")->required();
+  sub.add_option("file", a->file,
+                 ".npy or .safetensors file (f32, f16, bf16; f64 rounded to float32): 1-D is one row, 2-D rows x "
+                 "cols (blocks along cols), N-D (prod of leading dims) x last dim")
+      ->required();
   sub.add_option("--recipes", a->recipes,
                  std::string("comma-separated recipes (default: every one but bf16): ") + nibble::quant::recipe_name_list())
-      ->delimiter(',');
+      ->delimiter(',')
+      ->check(nibble::cli::recipe_check());
   sub.add_option("--role", a->role, "quantize as role x (activation), w (weight) or dy (gradient)")
+      ->check(nibble::cli::value_check(nibble::quant::parse_role, "ROLE"))
       ->capture_default_str();
   sub.add_option("--format", a->format, "output format")
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
-  sub.add_option("--seed", a->seed, "seed of stochastic rounding and random Hadamard signs")->capture_default_str();
+  sub.add_option("--seed", a->seed, "seed of stochastic rounding and random Hadamard signs")
+      ->check(nibble::workload::non_negative_number())
+      ->capture_default_str();
   sub.add_option("--mx-scale-rule", a->mx_scale_rule,
                  "mxfp8/mxfp4 block scale rule: default (te for mxfp8, ocp for mxfp4), te (alias round-up) or ocp")
+      ->check(nibble::cli::mx_scale_rule_check())
       ->capture_default_str();
   sub.add_flag("--details", a->details,
                "one wide row per tensor and recipe (the tensor's name and shape on every first row) instead of a "

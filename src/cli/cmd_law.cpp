@@ -9,6 +9,8 @@
 #include <stdexcept>
 
 #include "command_registry.hpp"
+#include "usage.hpp"
+#include "nibble/workload/model_cli.hpp"
 #include "nibble/report.hpp"
 #include "nibble/law.hpp"
 
@@ -16,6 +18,8 @@ namespace nibble::cli {
 namespace {
 
 using namespace nibble::law;
+using nibble::workload::non_negative_number;
+using nibble::workload::positive_number;
 
 // Options shared by predict / plan / map: which law, which FP4 efficiencies, which speedups.
 struct LawInputs {
@@ -24,19 +28,20 @@ struct LawInputs {
 };
 
 void add_law_options(CLI::App* app, LawInputs& in) {
-  app->add_option("--fit", in.fit_path, "fit JSON from `nibble law fit --json` (default: published constants)")
-      ->check(CLI::ExistingFile);
+  app->add_option("--fit", in.fit_path, "fit JSON from `nibble law fit --json` (default: published constants)");
   app->add_option("--eff-n", in.eff_n, "FP4 forward parameter efficiency (overrides the fit/published 0.65)");
   app->add_option("--eff-d", in.eff_d, "FP4 backward data efficiency (overrides the fit/published 0.95)");
 }
 
 void add_speedup_options(CLI::App* app, LawInputs& in) {
   app->add_option("--fp4-scheme", in.fp4_scheme, "scheme of the fit whose efficiencies FP4 uses (default quartet)");
-  auto* file = app->add_option("--speedups", in.speedups_path, "`nibble bench --json` result to read speedups from")
-                   ->check(CLI::ExistingFile);
+  auto* file = app->add_option("--speedups", in.speedups_path, "`nibble bench --json` result to read speedups from");
   app->add_option("--fp8-recipe", in.fp8_recipe, "FP8 baseline recipe in the bench JSON (default fp8-current, "
-                                                 "else fp8-delayed)");
-  app->add_option("--fp4-recipe", in.fp4_recipe, "FP4 recipe in the bench JSON")->capture_default_str();
+                                                 "else fp8-delayed)")
+      ->check(recipe_check());
+  app->add_option("--fp4-recipe", in.fp4_recipe, "FP4 recipe in the bench JSON")
+      ->check(recipe_check())
+      ->capture_default_str();
   app->add_option("--bench-mode", in.bench_mode, "bench mode to read (default step, else per-gemm, else "
                                                  "pre-quantized)");
   app->add_option("--sp-fwd", in.sp_fwd, "FP4 forward speedup over FP8, by hand")->excludes(file);
@@ -61,7 +66,7 @@ std::pair<Efficiency, std::string> resolve_fp4_eff(const LawInputs& in, const st
       if (fit->schemes.count("quartet")) name = "quartet";
       else if (others.size() == 1) name = others[0];
       else if (!(in.eff_n && in.eff_d))
-        throw std::invalid_argument(fmt::format(
+        throw UsageError(fmt::format(
             "the fit holds {} non-base schemes ({}): pick the FP4 one with --fp4-scheme, or give --eff-n and --eff-d",
             others.size(), fmt::join(others, ", ")));
     }
@@ -70,7 +75,7 @@ std::pair<Efficiency, std::string> resolve_fp4_eff(const LawInputs& in, const st
       source = fmt::format("fitted scheme '{}'", name);
     }
   } else if (!in.fp4_scheme.empty()) {
-    throw std::invalid_argument("--fp4-scheme needs --fit (the published constants only know Quartet)");
+    throw UsageError("--fp4-scheme needs --fit (the published constants only know Quartet)");
   }
   if (in.eff_n) e.eff_n = *in.eff_n, source += fmt::format("; eff_n {} given by hand", *in.eff_n);
   if (in.eff_d) e.eff_d = *in.eff_d, source += fmt::format("; eff_d {} given by hand", *in.eff_d);
@@ -88,19 +93,19 @@ Speedups resolve_speedups(const LawInputs& in) {
   }
   Speedups sp;
   if (in.sp_fwd || in.sp_bwd) {
-    if (!(in.sp_fwd && in.sp_bwd)) throw std::invalid_argument("give both --sp-fwd and --sp-bwd (or --speedups FILE)");
+    if (!(in.sp_fwd && in.sp_bwd)) throw UsageError("give both --sp-fwd and --sp-bwd (or --speedups FILE)");
     sp = {*in.sp_fwd, *in.sp_bwd, fmt::format("given by hand (--sp-fwd {}, --sp-bwd {})", *in.sp_fwd, *in.sp_bwd)};
   }
   validate(sp);
   return sp;
 }
 
+void add_format_option(CLI::App* app, std::string& format) {
+  app->add_option("--format", format, "output format")->check(CLI::IsMember({"table", "json"}))->capture_default_str();
+}
+
 // Written to a temporary name and renamed, so a failed run never leaves a file that looks complete.
 void write_text(const std::string& path, const std::string& text) { nibble::report::write_file_atomic(path, text); }
-
-void check_format(const std::string& f) {
-  if (f != "table" && f != "json") throw std::invalid_argument(fmt::format("--format {} must be table or json", f));
-}
 
 std::string interval_text(const FitResult& fit, const std::string& name) {
   if (!fit.has_intervals) return "(no bootstrap)";
@@ -145,24 +150,27 @@ void print_fit_table(const FitResult& fit) {
 std::function<int()> setup_fit(CLI::App* app) {
   struct Args { std::string runs, base = "bf16", hold_base, json, solver = "auto", format = "table"; int starts = 64, boot = 100; std::uint64_t seed = 20250; double confidence = 0.95; };
   auto a = std::make_shared<Args>();
-  app->add_option("runs", a->runs, "CSV with columns scheme,n,d,loss (other columns kept as metadata)")
-      ->required()->check(CLI::ExistingFile);
+  app->add_option("runs", a->runs, "CSV with columns scheme,n,d,loss (other columns kept as metadata)")->required();
   app->add_option("--base-scheme", a->base, "full-precision scheme the base constants are fitted on")->capture_default_str();
   app->add_option("--hold-base", a->hold_base,
                   "hold the base constants (A, alpha, B, beta, E, gamma) of this fit JSON, e.g. "
-                  "data/law/published_quartet_fit.json, and fit only the schemes' efficiencies")
-      ->check(CLI::ExistingFile);
+                  "data/law/published_quartet_fit.json, and fit only the schemes' efficiencies");
   app->add_option("--json", a->json, "write the fit (A, alpha, B, beta, E, gamma, schemes, residuals) here");
-  app->add_option("--starts", a->starts, "random initialisations")->capture_default_str();
-  app->add_option("--bootstrap", a->boot, "bootstrap resamples for the intervals (0: none)")->capture_default_str();
-  app->add_option("--seed", a->seed, "seed of initialisations and resampling")->capture_default_str();
+  app->add_option("--starts", a->starts, "random initialisations")->check(CLI::Range(1, 100000))->capture_default_str();
+  app->add_option("--bootstrap", a->boot, "bootstrap resamples for the intervals (0: none)")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
+  app->add_option("--seed", a->seed, "seed of initialisations and resampling")
+      ->check(non_negative_number())
+      ->capture_default_str();
   app->add_option("--confidence", a->confidence, "level of the bootstrap intervals, e.g. 0.9 for 90%")
       ->check(CLI::Range(0.5, 0.999))
       ->capture_default_str();
-  app->add_option("--solver", a->solver, "auto | ceres | eigen-lm")->capture_default_str();
-  app->add_option("--format", a->format, "table | json")->capture_default_str();
+  app->add_option("--solver", a->solver, "auto | ceres | eigen-lm")
+      ->check(CLI::IsMember({"auto", "ceres", "eigen-lm"}))
+      ->capture_default_str();
+  add_format_option(app, a->format);
   return [a] {
-    check_format(a->format);
     FitOptions o;
     o.base_scheme = a->base;
     o.n_starts = a->starts;
@@ -171,7 +179,6 @@ std::function<int()> setup_fit(CLI::App* app) {
     o.confidence = a->confidence;
     if (a->solver == "ceres") o.solver = FitSolver::ceres;
     else if (a->solver == "eigen-lm") o.solver = FitSolver::eigen_lm;
-    else if (a->solver != "auto") throw std::invalid_argument(fmt::format("--solver {} must be auto, ceres or eigen-lm", a->solver));
     if (!a->hold_base.empty()) o.held_base = load_fit(a->hold_base).law;
     nibble::report::check_output_paths({a->json});  // fail on an unwritable path before the long fit
     FitResult fit = fit_scaling_law(read_runs_csv(a->runs), o);
@@ -189,13 +196,12 @@ std::function<int()> setup_fit(CLI::App* app) {
 std::function<int()> setup_predict(CLI::App* app) {
   struct Args { double n = 0, d = 0; LawInputs in; std::string scheme, format = "table"; };
   auto a = std::make_shared<Args>();
-  app->add_option("--n", a->n, "non-embedding parameters")->required();
-  app->add_option("--d", a->d, "training tokens")->required();
+  app->add_option("--n", a->n, "non-embedding parameters")->required()->check(positive_number());
+  app->add_option("--d", a->d, "training tokens")->required()->check(positive_number());
   add_law_options(app, a->in);
   app->add_option("--scheme", a->scheme, "scheme of the fit (or bf16/fp8 = eff 1, quartet/fp4 = published)");
-  app->add_option("--format", a->format, "table | json")->capture_default_str();
+  add_format_option(app, a->format);
   return [a] {
-    check_format(a->format);
     std::optional<FitResult> fit;
     const LawConstants law = resolve_law(a->in, fit);
     Efficiency e;
@@ -204,7 +210,7 @@ std::function<int()> setup_predict(CLI::App* app) {
       if (fit) e = scheme_efficiency(*fit, a->scheme), source = fmt::format("fitted scheme '{}'", a->scheme);
       else if (a->scheme == "quartet" || a->scheme == "fp4") e = published_quartet_efficiency(), source = "published Quartet efficiencies";
       else if (a->scheme != "bf16" && a->scheme != "fp8")
-        throw std::invalid_argument(fmt::format("scheme '{}' is unknown without --fit: use bf16, fp8, quartet or fp4, "
+        throw UsageError(fmt::format("--scheme '{}' is unknown without --fit: use bf16, fp8, quartet or fp4, "
                                                 "or give --eff-n/--eff-d", a->scheme));
     }
     if (a->in.eff_n) e.eff_n = *a->in.eff_n, source = "given by hand";
@@ -240,13 +246,12 @@ std::string threshold_text(const Fp4Threshold& t) {
 std::function<int()> setup_plan(CLI::App* app) {
   struct Args { double n = 0, d = 0; LawInputs in; std::string format = "table"; };
   auto a = std::make_shared<Args>();
-  app->add_option("--n", a->n, "non-embedding parameters (inference budget)")->required();
-  app->add_option("--d", a->d, "training tokens (training budget N D)")->required();
+  app->add_option("--n", a->n, "non-embedding parameters (inference budget)")->required()->check(positive_number());
+  app->add_option("--d", a->d, "training tokens (training budget N D)")->required()->check(positive_number());
   add_law_options(app, a->in);
   add_speedup_options(app, a->in);
-  app->add_option("--format", a->format, "table | json")->capture_default_str();
+  add_format_option(app, a->format);
   return [a] {
-    check_format(a->format);
     std::optional<FitResult> fit;
     const LawConstants law = resolve_law(a->in, fit);
     const auto [eff, eff_source] = resolve_fp4_eff(a->in, fit);
@@ -281,13 +286,14 @@ std::function<int()> setup_map(CLI::App* app) {
   add_speedup_options(app, a->in);
   app->add_option("--svg", a->svg, "write the map as a self-contained SVG");
   app->add_option("--csv", a->csv, "write every cell's losses and winner as CSV");
-  app->add_option("--n-min", a->grid.n_min)->capture_default_str();
-  app->add_option("--n-max", a->grid.n_max)->capture_default_str();
-  app->add_option("--ratio-min", a->grid.ratio_min, "smallest D/N")->capture_default_str();
-  app->add_option("--ratio-max", a->grid.ratio_max, "largest D/N")->capture_default_str();
-  app->add_option("--steps", a->grid.n_steps, "cells per axis")->capture_default_str();
+  app->add_option("--n-min", a->grid.n_min, "smallest N")->check(positive_number())->capture_default_str();
+  app->add_option("--n-max", a->grid.n_max, "largest N")->check(positive_number())->capture_default_str();
+  app->add_option("--ratio-min", a->grid.ratio_min, "smallest D/N")->check(positive_number())->capture_default_str();
+  app->add_option("--ratio-max", a->grid.ratio_max, "largest D/N")->check(positive_number())->capture_default_str();
+  app->add_option("--steps", a->grid.n_steps, "cells per axis")->check(CLI::Range(2, 1000))->capture_default_str();
   return [a] {
-    if (a->svg.empty() && a->csv.empty()) throw std::invalid_argument("nothing to write: give --svg OUT.svg and/or --csv OUT.csv");
+    if (a->svg.empty() && a->csv.empty()) throw UsageError("nothing to write: give --svg OUT.svg and/or --csv OUT.csv");
+    nibble::report::check_output_paths({a->svg, a->csv});  // both writable before either is written
     a->grid.ratio_steps = a->grid.n_steps;
     std::optional<FitResult> fit;
     const LawConstants law = resolve_law(a->in, fit);
@@ -320,16 +326,15 @@ std::function<int()> setup_map(CLI::App* app) {
 std::function<int()> setup_reach(CLI::App* app) {
   struct Args { double n = 0, loss = 0; std::string fit_path, speedups_path, bench_mode, format = "table"; };
   auto a = std::make_shared<Args>();
-  app->add_option("--n", a->n, "non-embedding parameters of the model")->required();
-  app->add_option("--loss", a->loss, "target validation loss")->required();
+  app->add_option("--n", a->n, "non-embedding parameters of the model")->required()->check(positive_number());
+  app->add_option("--loss", a->loss, "target validation loss")->required()->check(positive_number());
   app->add_option("--fit", a->fit_path, "fit JSON from `nibble law fit --json` (its schemes and their intervals)")
-      ->required()->check(CLI::ExistingFile);
+      ->required();
   app->add_option("--speedups", a->speedups_path, "`nibble bench --json` result (measured or predicted) giving "
-                                                  "each recipe's speedup over bf16")->required()->check(CLI::ExistingFile);
+                                                  "each recipe's speedup over bf16")->required();
   app->add_option("--bench-mode", a->bench_mode, "bench mode to read (default step, else pre-quantized)");
-  app->add_option("--format", a->format, "table | json")->capture_default_str();
+  add_format_option(app, a->format);
   return [a] {
-    check_format(a->format);
     const FitResult fit = load_fit(a->fit_path);
     const ReachPlan plan = reach_plan(fit, read_recipe_speedups(a->speedups_path, a->bench_mode), a->n, a->loss);
     if (a->format == "json") {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "command_registry.hpp"
+#include "usage.hpp"
 #include "nibble/quant/recipe_list.hpp"
 #include "nibble/results/aggregate.hpp"
 #include "nibble/predict.hpp"
@@ -153,9 +154,15 @@ const bool registered = nibble::cli::register_command(
        args->app = &sub;
        nibble::workload::add_model_options(sub, args->model);
        nibble::workload::add_workload_options(sub, args->workload);
-       sub.add_option("--gpu", args->gpu, "GPU name from data/gpus.json (see --list-gpus)");
-       sub.add_option("--recipes", args->recipes, "recipes to predict (default: all)")->delimiter(',');
-       sub.add_option("--baseline", args->baseline, "recipe the speedups are also compared against");
+       sub.add_option("--gpu", args->gpu, "GPU name from data/gpus.json (see --list-gpus)")
+           ->check(nibble::cli::gpu_check())
+           ->capture_default_str();
+       sub.add_option("--recipes", args->recipes, "recipes to predict (default: all)")
+           ->delimiter(',')
+           ->check(nibble::cli::recipe_check());
+       sub.add_option("--baseline", args->baseline, "recipe the speedups are also compared against")
+           ->check(nibble::cli::recipe_check())
+           ->capture_default_str();
        sub.add_option("--calibrate-on", args->calibrate_on, "refit the model on a measured bench JSON first");
        sub.add_option("--against", args->against,
                       "a measured bench JSON: print the prediction error; what the command line leaves out of the "

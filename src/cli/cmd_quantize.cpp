@@ -12,6 +12,9 @@
 #include <vector>
 
 #include "command_registry.hpp"
+#include "tensor_input.hpp"
+#include "usage.hpp"
+#include "nibble/workload/model_cli.hpp"
 #include "nibble/io.hpp"
 #include "nibble/quant.hpp"
 #include "nibble/quant/error_metrics.hpp"
@@ -33,42 +36,36 @@ struct QuantizeArgs {
   std::string mx_scale_rule = "default";
 };
 
-// A 1-D input stays 1-D in every output; a 2-D input gives rows x n outputs.
-std::vector<int64_t> output_shape(const Tensor& in, int64_t rows, int64_t cols) {
+// The block grid of a 1-D input stays 1-D; any other input's is 2-D, (rows, cols) of its matrix view.
+std::vector<int64_t> grid_shape(const Tensor& in, int64_t rows, int64_t cols) {
   if (in.shape.size() == 1) return {cols};
   return {rows, cols};
 }
 
-// Codes one per byte (E2M1 unpacked: bit 3 sign, bits 2-1 exponent, bit 0 mantissa), row-major.
+// Codes one per byte (E2M1 unpacked: bit 3 sign, bits 2-1 exponent, bit 0 mantissa), row-major, in the
+// input's shape.
 Tensor codes_tensor(const nibble::quant::QuantizedTensor& q, const Tensor& in) {
-  if (q.element == nibble::quant::ElementFormat::bf16) {
-    throw std::invalid_argument("--codes: recipe bf16 has no low-precision codes (its --out is the bf16 tensor "
-                                "itself); drop --codes");
-  }
   std::vector<uint8_t> codes(static_cast<size_t>(q.rows * q.cols));
   for (int64_t r = 0; r < q.rows; ++r) {
     for (int64_t c = 0; c < q.cols; ++c) codes[static_cast<size_t>(r * q.cols + c)] = q.code_at(r, c);
   }
-  return nibble::io::make_u8_tensor("codes", output_shape(in, q.rows, q.cols), codes);
+  return nibble::io::make_u8_tensor("codes", in.shape, codes);
 }
 
 // Decoded block scales (exact float32 of the stored FP32 / E8M0 / UE4M3 value) over the block grid;
 // per-tensor recipes give a single entry, their per-tensor decode scale.
 Tensor scales_tensor(const nibble::quant::QuantizedTensor& q, const Tensor& in) {
   using nibble::quant::ScaleFormat;
-  if (q.element == nibble::quant::ElementFormat::bf16) {
-    throw std::invalid_argument("--scales: recipe bf16 has no scales; drop --scales");
-  }
   if (q.scale_format == ScaleFormat::none) {
     const float s = q.tensor_scale;
-    return nibble::io::make_f32_tensor("scales", output_shape(in, 1, 1), std::span(&s, 1));
+    return nibble::io::make_f32_tensor("scales", grid_shape(in, 1, 1), std::span(&s, 1));
   }
   const int64_t gr = q.block_grid_rows(), gc = q.block_grid_cols();
   std::vector<float> s(static_cast<size_t>(gr * gc));
   for (int64_t r = 0; r < gr; ++r) {
     for (int64_t c = 0; c < gc; ++c) s[static_cast<size_t>(r * gc + c)] = q.block_scale_at(r * q.block_rows, c * q.block_cols);
   }
-  return nibble::io::make_f32_tensor("scales", output_shape(in, gr, gc), s);
+  return nibble::io::make_f32_tensor("scales", grid_shape(in, gr, gc), s);
 }
 
 void check_distinct_paths(const QuantizeArgs& a) {
@@ -81,11 +78,11 @@ void check_distinct_paths(const QuantizeArgs& a) {
   };
   for (size_t i = 0; i < outs.size(); ++i) {
     if (same(outs[i].second, a.in)) {
-      throw std::invalid_argument(outs[i].first + " '" + outs[i].second + "' is the input file; choose another path");
+      throw nibble::cli::UsageError(outs[i].first + " '" + outs[i].second + "' is the input file; choose another path");
     }
     for (size_t j = i + 1; j < outs.size(); ++j) {
       if (same(outs[i].second, outs[j].second)) {
-        throw std::invalid_argument(outs[i].first + " and " + outs[j].first + " name the same file '" +
+        throw nibble::cli::UsageError(outs[i].first + " and " + outs[j].first + " name the same file '" +
                                     outs[i].second + "'; give each output its own path");
       }
     }
@@ -99,22 +96,19 @@ int run_quantize(const QuantizeArgs& a) {
   QuantOptions options;
   options.role = parse_role(a.role);
   options.seed = a.seed;
-  if (a.mx_scale_rule != "default") {
-    try {
-      options.mx_scale_rule = parse_mx_scale_rule(a.mx_scale_rule);
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(std::string("--mx-scale-rule: ") + e.what() + "; or default");
-    }
+  if (a.mx_scale_rule != "default") options.mx_scale_rule = parse_mx_scale_rule(a.mx_scale_rule);
+  if (recipe == Recipe::bf16 && (!a.codes.empty() || !a.scales.empty())) {
+    throw nibble::cli::UsageError(std::string(a.codes.empty() ? "--scales" : "--codes") +
+                                  ": recipe bf16 has no low-precision codes or scales (its --out is the bf16 tensor "
+                                  "itself); drop --codes and --scales");
   }
   check_distinct_paths(a);
 
   // The header first: dtype, shape and the memory the run needs are checked before the data is read.
+  const std::string what = "'" + a.in + "'";
   const Tensor header = nibble::io::read_npy_header(a.in);
-  if (header.dtype != nibble::io::DType::f32) {
-    throw std::invalid_argument("--in '" + a.in + "' holds " + std::string(nibble::io::dtype_name(header.dtype)) +
-                                "; nibble quantize reads float32: convert with a.astype(numpy.float32)");
-  }
-  const auto m = nibble::io::as_matrix(header);
+  nibble::cli::require_floating(header.dtype, what);
+  const auto m = nibble::io::as_matrix(header.shape, what);
   // The data, its float32 copy, codes, dequantized values and the encoded outputs: about 20 bytes
   // per element.
   const uint64_t n = static_cast<uint64_t>(m.rows) * static_cast<uint64_t>(m.cols);
@@ -122,7 +116,7 @@ int run_quantize(const QuantizeArgs& a) {
                                   "quantizing '" + a.in + "' " + nibble::io::shape_string(header.shape) +
                                       " (about 20 bytes per element)");
   const Tensor in = nibble::io::read_npy(a.in);
-  const std::vector<float> x = nibble::io::to_float32(in);
+  const std::vector<float> x = nibble::cli::quantizable_values(in, what);
   const QuantizedTensor q = quantize(recipe, x.data(), m.rows, m.cols, options);
   const std::vector<float> xq = dequantize_original(q);
 
@@ -174,22 +168,31 @@ int run_quantize(const QuantizeArgs& a) {
 
 std::function<int()> setup_quantize(CLI::App& sub) {
   auto a = std::make_shared<QuantizeArgs>();
-  sub.add_option("--recipe", a->recipe, std::string("recipe: ") + nibble::quant::recipe_name_list())->required();
-  sub.add_option("--role", a->role, "tensor role: x (activation), w (weight), dy (gradient)")->capture_default_str();
-  sub.add_option("--in", a->in, "input .npy, float32, 1-D (one row) or 2-D (rows x cols, blocks along cols)")
+  sub.add_option("--recipe", a->recipe, std::string("recipe: ") + nibble::quant::recipe_name_list())
+      ->required()
+      ->check(nibble::cli::recipe_check());
+  sub.add_option("--role", a->role, "tensor role: x (activation), w (weight), dy (gradient)")
+      ->check(nibble::cli::value_check(nibble::quant::parse_role, "ROLE"))
+      ->capture_default_str();
+  sub.add_option("input,--in", a->in,
+                 "input .npy (f32, f16; f64 rounded to float32): 1-D is one row, 2-D rows x cols (blocks along "
+                 "cols), N-D (prod of leading dims) x last dim")
       ->required();
   sub.add_option("--out", a->out, "output .npy: the dequantized float32 tensor in the original domain")->required();
   sub.add_option("--codes", a->codes, "optional .npy of the raw element codes, uint8, one per element");
   sub.add_option("--scales", a->scales, "optional .npy of the decoded block scales, float32, over the block grid");
-  sub.add_option("--seed", a->seed, "seed of stochastic rounding and random Hadamard signs")->capture_default_str();
+  sub.add_option("--seed", a->seed, "seed of stochastic rounding and random Hadamard signs")
+      ->check(nibble::workload::non_negative_number())
+      ->capture_default_str();
   sub.add_option("--mx-scale-rule", a->mx_scale_rule,
                  "mxfp8/mxfp4 block scale rule: default (te for mxfp8, ocp for mxfp4), te (Transformer Engine: "
                  "E8M0 of amax * fl(1/fmax) rounded up, never clips; alias round-up) or ocp (floor(log2 amax) - emax)")
+      ->check(nibble::cli::mx_scale_rule_check())
       ->capture_default_str();
   return [a] { return run_quantize(*a); };
 }
 
 const bool registered = nibble::cli::register_command(
-    {"quantize", "quantize a float32 .npy tensor with a recipe and write it back dequantized", setup_quantize});
+    {"quantize", "quantize a .npy tensor with a recipe and write it back dequantized (float32)", setup_quantize});
 
 }  // namespace

@@ -2,6 +2,8 @@
 // the file, what it is, where it went wrong and what to do.
 #include "nibble/io/json_file.hpp"
 
+#include "nibble/io/printable.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -20,9 +22,11 @@ namespace fs = std::filesystem;
   throw std::runtime_error(message);
 }
 
-// nlohmann's message without its "[json.exception.parse_error.101] " tag and, for a parse error,
-// without its own "parse error at line L, column C: " (the caller states the position).
-std::string detail_of(const nlohmann::json::exception& e) {
+bool json_whitespace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+}  // namespace
+
+std::string json_error_detail(const nlohmann::json::exception& e) {
   std::string_view s = e.what();
   if (!s.empty() && s.front() == '[') {
     if (const size_t close = s.find("] "); close != std::string_view::npos) s.remove_prefix(close + 2);
@@ -30,12 +34,8 @@ std::string detail_of(const nlohmann::json::exception& e) {
   if (s.starts_with("parse error")) {
     if (const size_t colon = s.find(": "); colon != std::string_view::npos) s.remove_prefix(colon + 2);
   }
-  return std::string(s);
+  return printable(s);  // "last read: '...'" quotes the file's bytes
 }
-
-bool json_whitespace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-}  // namespace
 
 TextPosition text_position(std::string_view text, size_t offset) {
   const std::string_view before = text.substr(0, std::min(offset, text.size()));
@@ -74,16 +74,16 @@ nlohmann::json read_json_file(const std::string& path, std::string_view what, Op
         "line " + std::to_string(at.line) + ", column " + std::to_string(at.column) + " (byte " +
         std::to_string(e.byte) + ")";
     if (offset >= text.size())
-      throw std::invalid_argument(named + " is not valid JSON: it ends early, at " + where + " (" + detail_of(e) +
+      throw std::invalid_argument(named + " is not valid JSON: it ends early, at " + where + " (" + json_error_detail(e) +
                                   "); the file is truncated (was its write interrupted?): write it again");
-    throw std::invalid_argument(named + " is not valid JSON at " + where + ": " + detail_of(e) +
+    throw std::invalid_argument(named + " is not valid JSON at " + where + ": " + json_error_detail(e) +
                                 "; correct the file there or write it again");
   } catch (const nlohmann::json::out_of_range& e) {
     // "1e999": valid JSON syntax, but past the range of a double, the type nlohmann reads numbers into.
-    throw std::invalid_argument(named + " is not valid JSON for nibble: " + detail_of(e) +
+    throw std::invalid_argument(named + " is not valid JSON for nibble: " + json_error_detail(e) +
                                 " (a number past the range of a double, about 1.8e308); correct that number");
   } catch (const nlohmann::json::exception& e) {
-    throw std::invalid_argument(named + " is not valid JSON: " + detail_of(e) + "; correct the file or write it again");
+    throw std::invalid_argument(named + " is not valid JSON: " + json_error_detail(e) + "; correct the file or write it again");
   }
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "nibble/io/binary_file.hpp"
+#include "nibble/io/printable.hpp"
 
 namespace nibble::io {
 
@@ -89,7 +90,7 @@ class HeaderParser {
         if (shape) bad("key 'shape' appears twice");
         shape = parse_shape();
       } else {
-        bad("unexpected key '" + key + "'; a .npy header has exactly 'descr', 'fortran_order' and 'shape'");
+        bad("unexpected key '" + printable(key) + "'; a .npy header has exactly 'descr', 'fortran_order' and 'shape'");
       }
       skip_ws();
       if (peek() == ',') {
@@ -191,9 +192,10 @@ class HeaderParser {
     if (d == "|i1" || d == "<i1" || d == ">i1") return DType::i8;
     if (d == "|b1") return DType::boolean;
     if (!d.empty() && d[0] == '>') {
-      fail(source_, "dtype '" + d + "' is big-endian; convert with a.astype('<" + d.substr(1) + "') before saving");
+      fail(source_, "dtype '" + printable(d) + "' is big-endian; convert with a.astype('<" + printable(d.substr(1)) +
+                        "') before saving");
     }
-    fail(source_, "dtype '" + d + "' is not supported; nibble reads '<f4' (float32), '<f2', '<f8' and one-byte "
+    fail(source_, "dtype '" + printable(d) + "' is not supported; nibble reads '<f4' (float32), '<f2', '<f8' and one-byte "
                   "'|u1', '|i1', '|b1': convert with a.astype(numpy.float32)");
   }
 

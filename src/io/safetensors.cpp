@@ -12,6 +12,8 @@
 #include <string>
 
 #include "nibble/io/binary_file.hpp"
+#include "nibble/io/json_file.hpp"
+#include "nibble/io/printable.hpp"
 
 namespace nibble::io {
 
@@ -91,7 +93,7 @@ std::vector<SafetensorsEntry> parse_safetensors_header(std::string_view text, ui
   try {
     header = json::parse(text);
   } catch (const json::exception& e) {  // parse_error, or out_of_range for a number past double
-    fail(source, std::string("header is not valid JSON (") + e.what() + ")");
+    fail(source, "header is not valid JSON (" + json_error_detail(e) + ")");
   }
   if (!header.is_object()) fail(source, "header is not a JSON object");
   std::vector<SafetensorsEntry> entries;
@@ -100,11 +102,11 @@ std::vector<SafetensorsEntry> parse_safetensors_header(std::string_view text, ui
       if (!info.is_object()) fail(source, "'__metadata__' must be an object of strings");
       continue;  // free-form; nibble does not interpret it
     }
-    const std::string where = "tensor '" + name + "'";
+    const std::string where = "tensor '" + printable(name) + "'";
     if (!info.is_object()) fail(source, where + ": entry is not an object");
     for (const auto& [key, _] : info.items()) {
       if (key != "dtype" && key != "shape" && key != "data_offsets") {
-        fail(source, where + ": unexpected field '" + key + "' (allowed: dtype, shape, data_offsets)");
+        fail(source, where + ": unexpected field '" + printable(key) + "' (allowed: dtype, shape, data_offsets)");
       }
     }
     if (!info.contains("dtype") || !info["dtype"].is_string()) fail(source, where + ": missing string 'dtype'");
@@ -116,7 +118,7 @@ std::vector<SafetensorsEntry> parse_safetensors_header(std::string_view text, ui
     e.name = name;
     e.dtype_tag = info["dtype"].get<std::string>();
     const TagInfo* tag = find_tag(e.dtype_tag);
-    if (!tag) fail(source, where + ": unknown dtype '" + e.dtype_tag + "'");
+    if (!tag) fail(source, where + ": unknown dtype '" + printable(e.dtype_tag) + "'");
     e.dtype = tag->dtype;
     for (const auto& d : info["shape"]) {
       const uint64_t v = as_u64(d, source, where + ": every shape entry");

@@ -154,13 +154,23 @@ Tensor make_u8_tensor(std::string name, std::vector<int64_t> shape, std::span<co
   return make_tensor(std::move(name), DType::u8, std::move(shape), values.data(), values.size());
 }
 
+MatrixShape as_matrix(std::span<const int64_t> shape, std::string_view what) {
+  if (shape.empty()) {
+    throw std::invalid_argument(std::string(what) + " is a scalar (shape ()); nibble quantizes tensors of rank 1 or "
+                                "more: save it as a 1-D array");
+  }
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < shape.size(); ++i) rows *= shape[i];  // the readers checked the product fits
+  const int64_t cols = shape.back();
+  if (rows == 0 || cols == 0) {
+    throw std::invalid_argument(std::string(what) + " is empty (shape " + shape_string(shape) +
+                                ", no elements): there is nothing to quantize; pass a tensor with data");
+  }
+  return {rows, cols};
+}
+
 MatrixShape as_matrix(const Tensor& t) {
-  const std::string label = t.name.empty() ? std::string("tensor") : "tensor '" + t.name + "'";
-  if (t.shape.size() == 1) return {1, t.shape[0]};
-  if (t.shape.size() == 2) return {t.shape[0], t.shape[1]};
-  throw std::invalid_argument(label + " has shape " + shape_string(t.shape) +
-                              "; nibble quantizes 1-D (one row) or 2-D (rows x cols) tensors: reshape it to 2-D "
-                              "with the GEMM's inner dimension last");
+  return as_matrix(t.shape, t.name.empty() ? std::string("the tensor") : "tensor '" + t.name + "'");
 }
 
 }  // namespace nibble::io

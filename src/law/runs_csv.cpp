@@ -2,10 +2,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
+#include "nibble/io/printable.hpp"
 #include "nibble/law/fit.hpp"
 
 namespace nibble::law {
@@ -55,11 +59,11 @@ double parse_positive(const std::string& text, const char* column, int line, con
   }
   if (used == 0 || used != text.size())
     throw std::invalid_argument(fmt::format("{} line {}: column '{}' value '{}' is not a number", origin,
-                                            line, column, text));
+                                            line, column, io::printable(text)));
   if (!(std::isfinite(v) && v > 0))
     throw std::invalid_argument(fmt::format("{} line {}: column '{}' = {} must be positive and finite "
                                             "(a run with no parameters, tokens or loss cannot be fitted)",
-                                            origin, line, column, text));
+                                            origin, line, column, io::printable(text)));
   return v;
 }
 
@@ -92,7 +96,7 @@ std::vector<Run> parse_runs_csv(std::istream& in, const std::string& origin) {
     throw std::invalid_argument(fmt::format(
         "{}: missing column(s) {} in header '{}': the CSV needs scheme, n (non-embedding parameters), "
         "d (tokens) and loss (final validation loss)",
-        origin, fmt::join(missing, ", "), fmt::join(header, ",")));
+        origin, fmt::join(missing, ", "), io::printable(fmt::format("{}", fmt::join(header, ",")))));
 
   std::vector<Run> runs;
   while (std::getline(in, line)) {
@@ -122,8 +126,14 @@ std::vector<Run> parse_runs_csv(std::istream& in, const std::string& origin) {
 }
 
 std::vector<Run> read_runs_csv(const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status))
+    throw std::invalid_argument(fmt::format("cannot open the runs CSV '{}': no such file; check the path", path));
+  if (std::filesystem::is_directory(status))
+    throw std::invalid_argument(fmt::format("cannot open the runs CSV '{}': it is a folder; give the CSV file", path));
   std::ifstream in(path);
-  if (!in) throw std::invalid_argument(fmt::format("cannot open runs CSV '{}': check the path", path));
+  if (!in) throw std::invalid_argument(fmt::format("cannot open the runs CSV '{}': {}", path, std::strerror(errno)));
   return parse_runs_csv(in, path);
 }
 

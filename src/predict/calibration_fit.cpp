@@ -198,7 +198,7 @@ Calibration calibration_for(const std::string& gpu) {
 
 Calibration calibration_from_result(const bench::BenchResult& measured, const GpuSpec& gpu) {
   if (measured.predicted)
-    throw std::invalid_argument("calibration_from_result: the result is itself a prediction; calibrate on "
+    throw std::invalid_argument("the calibration result is itself a prediction (no measured time in it); calibrate on "
                                 "a measured `nibble bench --json` file");
   Calibration c;
   c.label = fmt::format("measured: {} {} ({})", measured.gpu.name, measured.date, measured.command_line);

@@ -23,7 +23,9 @@ double saturation_threshold(ElementFormat f) {
 }
 
 ErrorMetrics measure_quantization_error(const float* x, const QuantizedTensor& q) {
-  if (x == nullptr && q.num_elements() > 0) throw std::invalid_argument("measure_quantization_error: x is null");
+  if (x == nullptr && q.num_elements() > 0) {
+    throw std::invalid_argument("quantization error: no input data; pass the tensor the quantization was made from");
+  }
   const auto n = static_cast<size_t>(q.num_elements());
   const std::vector<float> xq = dequantize_original(q);
 

@@ -7,7 +7,9 @@
 namespace nibble::quant::detail {
 
 inline void require_input(const char* who, const float* x, int64_t rows, int64_t cols) {
-  if (x == nullptr) throw std::invalid_argument(std::string(who) + ": input pointer is null");
+  if (x == nullptr) {
+    throw std::invalid_argument(std::string(who) + ": no input data; pass a tensor with at least one element");
+  }
   if (rows <= 0 || cols <= 0) {
     throw std::invalid_argument(std::string(who) + ": rows (" + std::to_string(rows) + ") and cols (" +
                                 std::to_string(cols) + ") must both be positive");

@@ -5,7 +5,9 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <limits>
 #include <random>
+#include <sstream>
 
 #include "cli_runner.hpp"
 #include "nibble/format/bf16.hpp"
@@ -111,7 +113,9 @@ TEST(CliError, SafetensorsMixedDtypesAndShapes) {
   const auto& note = *find_row(rows, "layer.0.bias", "fp8-block");
   EXPECT_TRUE(note["rel_mse"].is_null());
   EXPECT_NE(note["note"].get<std::string>().find("128"), std::string::npos) << note.dump();
-  EXPECT_NE((*find_row(rows, "conv", "mxfp4"))["note"].get<std::string>().find("1-D or 2-D"), std::string::npos);
+  // Rank 3 reads as (2*2, 32), as frameworks flatten a linear layer's input: measured like its 2-D view.
+  EXPECT_TRUE((*find_row(rows, "conv", "mxfp4"))["rel_mse"].is_number());
+  EXPECT_EQ((*find_row(rows, "conv", "mxfp4"))["shape"], "(2, 2, 32)");
   EXPECT_NE((*find_row(rows, "mask", "mxfp4"))["note"].get<std::string>().find("u8"), std::string::npos);
 
   const auto t = box.run("error " + box.path("model.safetensors") + " --recipes mxfp4,fp8-block");
@@ -169,4 +173,28 @@ TEST(CliError, BadInputFailsCleanly) {
     EXPECT_TRUE(r.out.empty()) << c.args << "\nstdout: " << r.out;
   }
   EXPECT_EQ(box.listing(), before);
+}
+
+// A tensor with some non-finite values is measured on the finite ones; the note saying so has a line of its
+// own under the row, so the row's numbers stay in their columns.
+TEST(CliError, PartlyNonFiniteNoteOnItsOwnLine) {
+  CliSandbox box;
+  auto x = nibble::testing::fresh_normal_floats(4 * 32);
+  x[7] = std::numeric_limits<float>::quiet_NaN();
+  io::write_npy(box / "part.npy", io::make_f32_tensor("", {4, 32}, x));
+  const auto r = box.run("error " + box.path("part.npy") + " --recipes fp8-current");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line, previous;
+  bool seen = false;
+  while (std::getline(lines, line)) {
+    if (line.find("note:") != std::string::npos) {
+      seen = true;
+      EXPECT_EQ(line.find_first_not_of(' '), line.find("note:")) << "the note shares its line: " << line;
+      EXPECT_NE(line.find("1 non-finite inputs left out"), std::string::npos) << line;
+      EXPECT_NE(previous.find("fp8-current"), std::string::npos) << "the note follows its row: " << previous;
+    }
+    previous = line;
+  }
+  EXPECT_TRUE(seen) << r.out;
 }

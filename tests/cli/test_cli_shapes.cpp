@@ -202,3 +202,22 @@ TEST(CliShapes, HiddenNotDivisibleByHeadsFailsNamingBoth) {
   EXPECT_NE(r.err.find("heads 32"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("not divisible"), std::string::npos) << r.err;
 }
+
+// The header and the source line say the same batch, and the flags given win over the preset's own.
+TEST(CliShapes, BatchFlagsReplaceThePresetsBatchEverywhere) {
+  CliSandbox box;
+  const auto r = box.run("shapes --model llama-3-8b --mbs 1 --seq 4096");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("8192"), std::string::npos) << "the preset's batch 1 x 8192 is still shown:\n" << r.out;
+  EXPECT_NE(r.out.find("batch 1 x 4096"), std::string::npos) << r.out;
+  // T = 1 x 4096 tokens in the GEMMs themselves.
+  const auto j = nlohmann::json::parse(box.run("shapes --model llama-3-8b --mbs 2 --seq 1024 --format json").out);
+  EXPECT_EQ(j["model"]["micro_batch"], 2);
+  EXPECT_EQ(j["model"]["seq_len"], 1024);
+  const std::string source = j["model"]["source"];
+  EXPECT_NE(source.find("batch 2 x 1024"), std::string::npos) << source;
+  EXPECT_EQ(source.find("8192"), std::string::npos) << source;
+  // Without batch flags the preset's own batch and its reason stay.
+  const auto plain = box.run("shapes --model llama-3-8b");
+  EXPECT_NE(plain.out.find("batch 1 x 8192 (its training context)"), std::string::npos) << plain.out;
+}

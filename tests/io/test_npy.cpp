@@ -215,6 +215,24 @@ TEST(TensorShape, AsMatrix) {
   const std::vector<float> v = nibble::testing::fresh_normal_floats(12, 3.0f);
   EXPECT_EQ(as_matrix(make_f32_tensor("a", {12}, v)).rows, 1);
   EXPECT_EQ(as_matrix(make_f32_tensor("a", {3, 4}, v)).cols, 4);
-  EXPECT_THROW(as_matrix(make_f32_tensor("a", {2, 2, 3}, v)), std::invalid_argument);
+  // Rank 3 and more: leading dimensions fold into rows, as frameworks flatten a linear layer's input.
+  const MatrixShape m3 = as_matrix(make_f32_tensor("a", {2, 3, 2}, v));
+  EXPECT_EQ(m3.rows, 6);
+  EXPECT_EQ(m3.cols, 2);
+  const int64_t scalar[] = {7}, none[] = {0, 32}, no_cols[] = {4, 0};
+  try {
+    as_matrix(std::span<const int64_t>(scalar, 0), "'s.npy'");
+    ADD_FAILURE() << "a scalar must be refused";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'s.npy' is a scalar"), std::string::npos) << e.what();
+  }
+  for (auto shape : {std::span<const int64_t>(none), std::span<const int64_t>(no_cols)}) {
+    try {
+      as_matrix(shape, "'e.npy'");
+      ADD_FAILURE() << "an empty tensor must be refused";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("'e.npy' is empty"), std::string::npos) << e.what();
+    }
+  }
   EXPECT_THROW(make_f32_tensor("a", {5}, v), std::invalid_argument);
 }

@@ -1,6 +1,7 @@
 // Presets and Hugging Face configs: every shipped preset round-trips, configs of several families
 // read into the shapes their published architectures have, and bad files are explained; then the
 // shared model flags that combine them (preset, then --hf-config, then explicit flags).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -254,6 +255,20 @@ TEST(ModelCli, FlagsOverrideThePreset) {
   EXPECT_TRUE(parse({"--model", "llama-3-8b"}).gated);
 }
 
+// Every preset's source ends with the batch it comes with ("; batch MB x SEQ ..."): the clause --mbs/--seq
+// replace, so that the source never contradicts the batch the output is for.
+TEST(ModelCli, EveryPresetStatesItsBatchWhichTheFlagsReplace) {
+  for (const auto& name : list_presets()) {
+    const ModelConfig m = load_preset(name);
+    const std::string own = fmt::format("; batch {} x {}", m.micro_batch, m.seq_len);
+    EXPECT_NE(m.source.find(own), std::string::npos) << name << ": " << m.source;
+    const ModelConfig f = parse({"--model", name, "--seq", "128"});
+    EXPECT_EQ(f.seq_len, 128);
+    EXPECT_NE(f.source.find(fmt::format("; batch {} x 128", m.micro_batch)), std::string::npos) << f.source;
+    EXPECT_EQ(f.source.find(own), std::string::npos) << name << ": the preset's batch is still claimed: " << f.source;
+  }
+}
+
 TEST(ModelCli, HfConfigOverridesPresetArchitectureButKeepsItsBatch) {
   const ModelConfig m = parse({"--model", "codonfm-5b", "--hf-config", fixture("mixtral-8x7b.config.json")});
   EXPECT_EQ(m.experts, 8);
@@ -271,8 +286,17 @@ TEST(ModelCli, BadFlagsNameTheFlag) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("--head-dim"), std::string::npos) << e.what();
   }
-  EXPECT_THROW((void)parse({"--model", "gpt-17"}), std::invalid_argument);
-  EXPECT_THROW((void)parse({"--hidden", "many"}), CLI::ParseError);
+  // Values no model can have fail the parse itself (a usage error), naming the flag.
+  for (const auto& args : std::vector<std::vector<std::string>>{{"--model", "gpt-17"}, {"--hidden", "many"},
+                                                                 {"--mbs", "0"}, {"--experts", "-1"},
+                                                                 {"--token-imbalance", "0.5"}}) {
+    try {
+      (void)parse(args);
+      ADD_FAILURE() << args[0] << " " << args[1] << " was accepted";
+    } catch (const CLI::ParseError& e) {
+      EXPECT_NE(std::string(e.what()).find(args[0]), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -31,6 +31,11 @@ enum class OpenError { runtime_error, invalid_argument };
 nlohmann::json read_json_file(const std::string& path, std::string_view what,
                               OpenError open_error = OpenError::runtime_error);
 
+// nlohmann's message without its "[json.exception.parse_error.101] " tag and, for a parse error, without
+// its own "parse error at line L, column C: " (the caller states the position); the bytes it quotes
+// from the input are escaped (printable.hpp).
+std::string json_error_detail(const nlohmann::json::exception& e);
+
 // Line and column (both from 1) of the byte at 0-based `offset` of `text`; an offset past the end
 // gives the position just after the last character.
 struct TextPosition {

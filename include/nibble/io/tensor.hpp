@@ -42,13 +42,16 @@ std::vector<float> to_float32(const Tensor& t);
 Tensor make_f32_tensor(std::string name, std::vector<int64_t> shape, std::span<const float> values);
 Tensor make_u8_tensor(std::string name, std::vector<int64_t> shape, std::span<const uint8_t> values);
 
-// A 1-D tensor is one row; a 2-D tensor is rows x cols (C order, blocks run along cols, the GEMM's
-// inner dimension). Anything else throws std::invalid_argument naming the tensor and its shape.
+// A tensor as the matrix a GEMM sees, as frameworks flatten it: the last dimension is cols (C order,
+// blocks run along cols, the GEMM's inner dimension) and every leading dimension folds into rows, so
+// 1-D (n,) is 1 x n and (a, b, n) is a*b x n. A scalar (rank 0) or a tensor with no element throws
+// std::invalid_argument naming `what` (the file or tensor) and its shape.
 struct MatrixShape {
   int64_t rows = 0;
   int64_t cols = 0;
 };
-MatrixShape as_matrix(const Tensor& t);
+MatrixShape as_matrix(std::span<const int64_t> shape, std::string_view what);
+MatrixShape as_matrix(const Tensor& t);  // `what` is "tensor '<name>'"
 
 std::string shape_string(std::span<const int64_t> shape);  // "(3, 4)", "(5,)", "()"
 

@@ -25,6 +25,11 @@ struct ModelCliOptions {
 void add_model_options(CLI::App& app, ModelCliOptions& options);
 void add_workload_options(CLI::App& app, WorkloadOptions& options);  // --lm-head, --attention
 
+// Checks of a number option, with the message a user reads ("--mbs: 0 is not a positive number"); the
+// commands' other number options use them too.
+CLI::Validator positive_number();
+CLI::Validator non_negative_number();
+
 // Applies preset -> hf config -> flags and validates; throws std::invalid_argument naming the field.
 ModelConfig resolve_model(const ModelCliOptions& options);
 
