@@ -50,12 +50,15 @@ rc=${PIPESTATUS[0]}
 set -e
 
 # Completeness: every cpu entry of the normal build (NIBBLE_SANITIZE_REFERENCE, default build: what
-# tools/test.sh built; this build's own list when there is none) must have Passed here: not skipped, not
-# missing from this build. (Skipped when ctest arguments select a subset.)
+# tools/test.sh built; this build's own list when there is none), less not_here, must have Passed here: not
+# skipped, not missing from this build. (Not checked when ctest arguments select a subset.)
 reference="${NIBBLE_SANITIZE_REFERENCE:-build}"
 [ -f "$reference/CTestTestfile.cmake" ] || reference="$build"
 names() { ctest --test-dir "$1" -N -L cpu | sed -n 's/^ *Test *#[0-9]*: \([^ ]*\).*/\1/p' | sort -u; }
-expected=$(names "$reference")
+# Not run here, by name: python_cuda_argument_checks loads nibble._C into python3, which an ASan-instrumented
+# extension cannot be loaded into (the ASan runtime must come first); its C++ is the bindings' argument checks.
+not_here="python_cuda_argument_checks"
+expected=$(names "$reference" | grep -vxF "$not_here" || true)
 passed=$(sed -n 's/.*Test *#[0-9]*: \([^ ]*\) \.*[ ]*Passed.*/\1/p' "$log" | sort -u)
 n_expected=$(grep -c . <<<"$expected" || true)
 n_passed=$(grep -c . <<<"$passed" || true)
