@@ -1,6 +1,6 @@
 // A stand-in for a GPU test binary, built without CUDA: the skip rules of gpu_skip.hpp and the gpu main
 // (gpu_test_main.cpp) on a cudaGetDeviceCount answer given by NIBBLE_TEST_CUDA_ERROR (and
-// NIBBLE_TEST_CUDA_DRIVER). tests/reliability/check_gpu_skip.py runs it under ctest, with the properties
+// NIBBLE_TEST_CUDA_DRIVER). tests/reliability/check_ctest_outcomes.py runs it under ctest, with the properties
 // of the real gpu entries, and checks which outcomes ctest reports as Skipped, Failed or Passed.
 // NIBBLE_STANDIN_HOST_FAILS=1 makes its host-only test fail.
 #include <gtest/gtest.h>
