@@ -1,5 +1,5 @@
 // When a gpu-labelled test may skip, and when it must fail. No CUDA header here: the rules are plain
-// code, so a CPU-built stand-in (tests/reliability/test_gpu_skip_standin.cpp) runs them with an
+// code, so a CPU-built stand-in (tests/reliability/gpu_skip_standin.cpp) runs them with an
 // injected error code and tests/reliability/check_ctest_outcomes.py checks what ctest makes of each outcome.
 //
 // Only "there is no GPU" skips: cudaGetDeviceCount returning cudaErrorNoDevice (a driver without a

@@ -5,7 +5,7 @@
    SKIP_RETURN_CODE SKIP_CODE, every *_host_part entry sets NIBBLE_GPU_SKIP_EXIT_CODE=0, and no entry uses
    SKIP_REGULAR_EXPRESSION or PASS_REGULAR_EXPRESSION (either lets output text override the exit code:
    a crash after printing the text would pass or skip).
-2. The skip rules under ctest: the stand-in GPU binary (tests/reliability/test_gpu_skip_standin.cpp,
+2. The skip rules under ctest: the stand-in GPU binary (tests/reliability/gpu_skip_standin.cpp,
    built without CUDA, the same gpu_skip.hpp and gpu main as the real GPU tests) runs in a scratch ctest
    tree with the gpu entries' properties, once per injected cudaGetDeviceCount answer, and each case must
    come out as expected: cudaErrorNoDevice Skipped, cudaErrorInsufficientDriver without a driver library
