@@ -29,8 +29,10 @@ san="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-poin
 # nvcc splits -Xcompiler values at commas: one flag per -Xcompiler.
 cuda_san="-Xcompiler=-fsanitize=address -Xcompiler=-fsanitize=undefined -Xcompiler=-fno-sanitize-recover=all -Xcompiler=-fno-omit-frame-pointer"
 if [ ! -f "$build/CMakeCache.txt" ]; then
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_CUDA_HOST_COMPILER=clang++-14 \
+  # nvcc's host compiler: CUDAHOSTCXX (a full path) is what CMake's CUDA detection honours, so its implicit
+  # link libraries are clang's, not GCC's libasan.
+  CUDAHOSTCXX="$(command -v clang++-14)" cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
     -DNIBBLE_CUDA=ON -DNIBBLE_BENCH=OFF \
     -DCMAKE_CXX_FLAGS="$san" -DCMAKE_CUDA_FLAGS="$cuda_san" \
     -DCMAKE_EXE_LINKER_FLAGS="$san" -DCMAKE_SHARED_LINKER_FLAGS="$san"
