@@ -103,7 +103,7 @@ def main(argv):
     if len(argv) != 5:
         print(__doc__.strip().splitlines()[-1])
         return 2
-    ctest, standin, skip_code, build_dir = argv[1], argv[2], int(argv[3]), argv[4]
+    ctest, standin, skip_code, build_dir = argv[1], os.path.abspath(argv[2]), int(argv[3]), argv[4]
     problems = check_build(ctest, build_dir, skip_code) + check_standin(ctest, standin, skip_code)
     for p in problems:
         print("error:", p)
