@@ -22,6 +22,7 @@ limit_s=$(( ${NIBBLE_FLAKE_MINUTES:-0} * 60 ))
 per_run="${NIBBLE_FLAKE_TIMEOUT:-900}"
 out="$build/flake-check"
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
 failures="$out/failures.txt"
 summary="$out/summary.txt"
 : >"$failures"
@@ -45,12 +46,12 @@ if [ ${#bins[@]} -eq 0 ]; then
 fi
 
 # Pass 1: which tests of each binary draw seeds.
-declare -A filter
+declare -A filter=()
 for bin in "${bins[@]}"; do
   name=$(basename "$bin")
   list="$out/$name.randomized"
   rm -f "$list"
-  NIBBLE_TEST_SEED_LOG="$PWD/$list" timeout "$per_run" "$bin" >"$out/$name.discovery.log" 2>&1
+  NIBBLE_TEST_SEED_LOG="$list" timeout "$per_run" "$bin" >"$out/$name.discovery.log" 2>&1
   rc=$?
   if [ $rc -ne 0 ]; then
     echo "$name: discovery run FAILED (exit $rc); log $out/$name.discovery.log"
@@ -67,7 +68,7 @@ if [ ${#filter[@]} -eq 0 ]; then
 fi
 
 # The rounds.
-declare -A runs fails
+declare -A runs=() fails=()
 done_rounds=0
 for (( r = 1; r <= rounds; r++ )); do
   if [ $limit_s -gt 0 ] && [ $(( $(date +%s) - t0 )) -ge $limit_s ]; then break; fi
