@@ -1,7 +1,9 @@
-// Shared by the gpu-labelled tests: skip cleanly (and say why) when no CUDA device is present; a device
-// buffer poisoned on allocation; grid scales placed in cuBLASLt's tiled layout.
+// Shared by the gpu-labelled tests: skip (and say why) only when the machine has no CUDA device, fail
+// when CUDA is broken (gpu_skip.hpp has the rules); a device buffer poisoned on allocation; grid scales
+// placed in cuBLASLt's tiled layout.
 #pragma once
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -9,27 +11,41 @@
 #include <cstdio>
 #include <vector>
 
+#include "gpu_skip.hpp"
 #include "nibble/kernels/check.hpp"
 #include "nibble/kernels/scale_layout.hpp"
 
 namespace nibble::testing {
 
-inline bool cuda_device_present() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+static_assert(kCudaSuccess == cudaSuccess && kCudaErrorNoDevice == cudaErrorNoDevice &&
+                  kCudaErrorInsufficientDriver == cudaErrorInsufficientDriver,
+              "gpu_skip.hpp's error codes must be the CUDA runtime's");
+
+// Whether the NVIDIA driver library is installed (the runtime answers cudaErrorInsufficientDriver both
+// without one and with one too old).
+inline bool cuda_driver_library_present() {
+  void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (h != nullptr) dlclose(h);
+  return h != nullptr;
+}
+
+// Asked once per process; NIBBLE_TEST_CUDA_ERROR / NIBBLE_TEST_CUDA_DRIVER may replace the answer.
+inline const GpuCheck& cuda_gpu_check() {
+  static const GpuCheck check = [] {
+    DeviceCountAnswer a;
+    const cudaError_t err = cudaGetDeviceCount(&a.count);
+    a.error = static_cast<int>(err);
+    a.error_name = cudaGetErrorName(err);
+    a.driver_library_present = cuda_driver_library_present();
+    return judge_device_count(with_injection(a));
+  }();
+  return check;
 }
 
 }  // namespace nibble::testing
 
 // Use at the top of every GPU test body.
-#define NIBBLE_REQUIRE_GPU()                                                   \
-  do {                                                                         \
-    if (!::nibble::testing::cuda_device_present()) {                           \
-      std::printf("no CUDA device: skipping %s\n",                            \
-                  ::testing::UnitTest::GetInstance()->current_test_info()->name()); \
-      GTEST_SKIP() << "no CUDA device";                                        \
-    }                                                                          \
-  } while (0)
+#define NIBBLE_REQUIRE_GPU() NIBBLE_REQUIRE_GPU_CHECK(::nibble::testing::cuda_gpu_check())
 
 // A device buffer for the FP4 kernel tests: poisoned with 0xA5 bytes on allocation (16 spare bytes
 // past the end as well), so an element a kernel should have written but did not shows as a mismatch.

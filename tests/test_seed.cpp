@@ -63,10 +63,22 @@ SeedState& state() {
   return s;
 }
 
+// NIBBLE_TEST_SEED_LOG=<file>: each test that drew seeds appends "Suite.Name" to the file, so
+// tools/flake_check.sh reruns only the randomized tests.
+void log_drawing_test(const ::testing::TestInfo& info, uint64_t draws) {
+  const char* path = std::getenv("NIBBLE_TEST_SEED_LOG");
+  if (path == nullptr || *path == '\0' || draws == 0) return;
+  if (std::FILE* f = std::fopen(path, "a")) {
+    std::fprintf(f, "%s.%s\n", info.test_suite_name(), info.name());
+    std::fclose(f);
+  }
+}
+
 class SeedPrinter final : public ::testing::EmptyTestEventListener {
   void OnTestStart(const ::testing::TestInfo&) override { state().restart(); }
   void OnTestEnd(const ::testing::TestInfo& info) override {
     const uint64_t n = state().draws.load();
+    log_drawing_test(info, n);
     if (info.result() == nullptr || !info.result()->Failed() || n == 0) return;
     std::printf("[ seed     ] %s.%s drew %llu random seed(s) from master %llu; replay: NIBBLE_TEST_SEED=%llu %s "
                 "--gtest_filter=%s.%s\n",

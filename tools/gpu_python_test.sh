@@ -6,13 +6,17 @@
 # layer per kernel recipe (paths and ms per training step, cuda backend vs torch emulation). Hard limit:
 # DEADLINE seconds (default 175) for everything; each stage gets what is left.
 # Usage: bash tools/gpu_python_test.sh [pytest args, replacing the default target tests/python...]
+#   (a selection must include GPU tests: a run with no test_gpu_* passing is FAILED)
 # Env: PYTHON (default python3), NIBBLE_PY_BUILD (default build-py-gpu), JOBS (16), DEADLINE (175),
-#      OUT (if set, the logs are copied there: python-gpu-build.txt, python-gpu-tests.txt).
-# Prints: versions, build time, the pytest summary (failures in full), the smoke lines, and a last
-# line "gpu_python_test: OK|FAILED (...)". Exit status 0 only when the build and every test passed.
+#      OUT (if set, the logs are copied there: python-gpu-build.txt, python-gpu-tests.txt, python-gpu-tests.xml).
+# Prints: versions, build time (with its exit code), the pytest summary (failures in full), the smoke lines,
+# and a last line "gpu_python_test: OK|FAILED (...)". Exit status 0 only when the build, every test and the
+# smoke run passed AND the GPU tests ran: at least one test_gpu_* passed on a machine with a GPU (a run in
+# which every GPU test skipped, or on a machine without a GPU, is FAILED).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
+source tools/gpu_stages.sh
 DEADLINE=${DEADLINE:-175}
 PY=${PYTHON:-python3}
 PY=$(command -v "$PY" || echo "$PY")
@@ -22,7 +26,7 @@ logdir=$(mktemp -d /tmp/nibble-pygpu.XXXXXX)
 export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
 left() { echo $(( DEADLINE - ($(date +%s) - t0) )); }
 finish() {
-  [ -n "${OUT:-}" ] && mkdir -p "$OUT" && cp "$logdir"/*.txt "$OUT"/ 2>/dev/null
+  [ -n "${OUT:-}" ] && mkdir -p "$OUT" && cp "$logdir"/*.txt "$logdir"/*.xml "$OUT"/ 2>/dev/null
   echo "gpu_python_test: $1 ($(( $(date +%s) - t0 )) s total)"
   exit "$2"
 }
@@ -30,7 +34,6 @@ finish() {
 "$PY" -c "import sys, torch, nanobind; print('python', sys.version.split()[0], '| torch', torch.__version__, \
 'cuda', torch.version.cuda, '| nanobind', nanobind.__version__, '| gpu:', torch.cuda.is_available() and \
 torch.cuda.get_device_name())" 2>&1 || finish "FAILED (python3 lacks torch or nanobind)" 1
-command -v nvcc >/dev/null || echo "warning: nvcc not on PATH: the extension would build WITHOUT CUDA"
 
 # Configure once (a later call reuses the tree and rebuilds only what changed).
 if [ ! -f "$build/build.ninja" ]; then
@@ -45,7 +48,7 @@ tb=$(date +%s)
 timeout -k 5 "$(( $(left) - 35 ))" cmake --build "$build" -j "$jobs" --target nibble_python_ext \
     >>"$logdir/python-gpu-build.txt" 2>&1
 rc=$?
-echo "build: rc=$rc in $(( $(date +%s) - tb )) s$([ $rc = 124 ] && echo ' (TIMED OUT)')"
+stage_rc build $rc "in $(( $(date +%s) - tb )) s"
 if [ $rc != 0 ]; then
   grep -E "error|Error|FAILED" "$logdir/python-gpu-build.txt" | head -30
   finish "FAILED (build)" 1
@@ -55,7 +58,7 @@ export PYTHONPATH=python NIBBLE_BUILD_DIR="$build"
 # A GPU with an extension built without CUDA would only skip the GPU tests: call that a failure.
 "$PY" -c "import sys, torch, nibble; e = nibble.load_extension(); print('nibble._C has_cuda =', e.has_cuda, \
 '(CUDA runtime', getattr(e, 'cuda_runtime_version', None), ')'); sys.exit(torch.cuda.is_available() and not e.has_cuda)" \
-  || finish "FAILED (nibble._C not importable, or built without CUDA on a GPU machine: nvcc not found?)" 1
+  || finish "FAILED (nibble._C not importable, or built without CUDA on a GPU machine)" 1
 
 # Arguments (test files, -k EXPR, ...) replace the default target, the whole suite tests/python.
 targets=("$@")
@@ -64,12 +67,12 @@ targets=("$@")
 tt=$(( $(left) - 15 ))
 [ "$tt" -lt 20 ] && finish "FAILED (no time left for the tests)" 1
 per_test=(); "$PY" -c "import pytest_timeout" 2>/dev/null && per_test=(--timeout 60)
-timeout -k 5 "$tt" "$PY" -m pytest -q -p no:cacheprovider -o addopts="" -rA ${per_test[@]+"${per_test[@]}"} "${targets[@]}" \
-    >"$logdir/python-gpu-tests.txt" 2>&1
+timeout -k 5 "$tt" "$PY" -m pytest -q -p no:cacheprovider -o addopts="" -rA ${per_test[@]+"${per_test[@]}"} \
+    --junitxml="$logdir/python-gpu-tests.xml" "${targets[@]}" >"$logdir/python-gpu-tests.txt" 2>&1
 trc=$?
 tests_log=$logdir/python-gpu-tests.txt
-echo "GPU tests (test_gpu_*): $(grep -cE '^PASSED .*::test_gpu_' "$tests_log") passed, $(grep -cE \
-  '^(FAILED|ERROR) .*::test_gpu_' "$tests_log") failed, $(grep -E '^SKIPPED' "$tests_log" | grep -c 'test_cuda_backend') skip lines in test_cuda_backend.py, $(grep -E '^SKIPPED' "$tests_log" | grep -c 'test_cuda_fp8_backend') in test_cuda_fp8_backend.py"
+stage_rc pytest $trc
+check_pytest_ran pytest "$logdir/python-gpu-tests.xml"
 grep -E "^(FAILED|ERROR) " "$tests_log" | head -20
 grep -E "^SKIPPED" "$tests_log" | head -8
 tail -1 "$tests_log"
@@ -110,6 +113,9 @@ for recipe in ("quartet", "mxfp4", "fp8-current", "fp8-delayed", "fp8-block"):
     print(f"smoke {recipe}: forward outputs cuda vs emulated differ by {d:.2e} (relative; quartet's emulated "
           "Hadamard is a matmul, fp8 differs by accumulation only)")
 EOF
+  stage_rc smoke "${PIPESTATUS[0]}"
+else
+  stage_fail smoke "not run (no time left, or the tests timed out)"
 fi
-[ $trc = 0 ] && finish "OK" 0
-finish "FAILED (pytest rc=$trc)" 1
+[ ${#failed_stages[@]} -eq 0 ] && finish "OK" 0
+finish "FAILED (${failed_stages[*]})" 1

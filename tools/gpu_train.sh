@@ -8,12 +8,15 @@
 # uses the measured H200 run in docs/results/h200-2026-12-02/bench-codonfm-5b.json.
 # Writes 6 files to $OUT: log.txt (everything printed), step-codonfm-5b.json, step-llama-3-8b.json,
 # train-results.json, val_loss.svg, train.tar.gz (the whole training folder + bench inputs).
+# Each stage prints its real exit code; the script exits 1 when any stage failed, was skipped for want of
+# time, or left no result file (tools/gpu_stages.sh), and when torch sees no GPU (unless --device cpu).
 # Smoke test without a GPU (tiny shapes; STEP_ARGS / TRAIN_ARGS are appended to the commands):
 #   STEP_ARGS="--device cpu --hidden 128 --ffn 256 --heads 4 --kv-heads 2 --tokens 128 --seq-len 64 --reps 1 --warmup 0" \
 #   TRAIN_ARGS="--device cpu --backend emulated --hidden 64 --layers 1 --heads 2 --seq-len 64 --batch 2 --val-batches 1" \
 #   OUT=/tmp/o bash tools/gpu_train.sh 1
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source tools/gpu_stages.sh
 MINUTES=${1:-8}
 OUT=${OUT:-/tmp/nibble-gpu-train}
 mkdir -p "$OUT"
@@ -29,12 +32,13 @@ say() { echo "$*" | tee -a "$log"; }
 # stage NAME SECONDS CMD...: run CMD under `timeout` (TERM, then KILL 5 s later), log output and time.
 stage() {
   local name=$1 limit=$2; shift 2
-  [ "$limit" -lt 5 ] && { say "== $name: SKIPPED (no time left)"; return 0; }
+  [ "$limit" -lt 5 ] && { stage_fail "$name" "not run: no time left" | tee -a "$log"; failed_stages+=("$name (no time)"); return 0; }
   say "== $name (limit ${limit} s, $(( $(date +%s) - t0 )) s elapsed): $*"
   local s=$(date +%s)
   timeout -k 5 "$limit" "$@" 2>&1 | tee -a "$log"
   local rc=${PIPESTATUS[0]}
-  say "== $name: rc=$rc$([ "$rc" = 124 ] && echo ' (TIMED OUT)') in $(( $(date +%s) - s )) s"
+  stage_rc "$name" "$rc" "in $(( $(date +%s) - s )) s" | tee -a "$log"
+  [ "$rc" = 0 ] || failed_stages+=("$name (rc=$rc)")
 }
 min() { [ "$1" -lt "$2" ] && echo "$1" || echo "$2"; }
 
@@ -74,4 +78,12 @@ cp "$work/train/results.json" "$OUT/train-results.json" 2>/dev/null
 cp "$work/train/val_loss.svg" "$OUT/val_loss.svg" 2>/dev/null
 cp "$work"/*.json "$work/nibble-bench.txt" "$work/train/" 2>/dev/null
 tar -czf "$OUT/train.tar.gz" -C "$work" train
+rc=$?
+stage_rc pack $rc | tee -a "$log"
+[ "$rc" = 0 ] || failed_stages+=("pack (rc=$rc)")
+for f in step-codonfm-5b.json step-llama-3-8b.json train-results.json; do
+  [ -s "$OUT/$f" ] || { echo "missing result: $OUT/$f" | tee -a "$log"; failed_stages+=("no $f"); }
+done
 say "total $(( $(date +%s) - t0 )) s; outputs: $(ls "$OUT" | tr '\n' ' ')"
+stages_exit 2>&1 | tee -a "$log"
+exit "${PIPESTATUS[0]}"

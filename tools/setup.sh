@@ -1,23 +1,15 @@
 #!/usr/bin/env bash
 # Installs what nibble needs on a fresh Debian 12 machine (with the CUDA toolkit already present),
 # then configures ./build and builds the `nibble` executable with the libraries and CUDA kernels it links,
-# nothing else: tests and benchmarks are built by tools/test.sh (`cmake --build build` builds everything).
-# Idempotent: a second run only rebuilds what changed. Extra arguments go to cmake's configure step.
+# nothing else: tests, benchmarks and the Python extension are built by tools/test.sh (`cmake --build build`
+# builds everything). Idempotent: a second run only rebuilds what changed. Extra arguments go to cmake's
+# configure step. nvcc must be found (PATH or /usr/local/cuda/bin): configure stops otherwise; pass
+# -DNIBBLE_CUDA=OFF for a build without CUDA.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# chromium: the HTML report's browser test (tests/report/check_html_in_browser.py) renders the page headless.
-need_pkgs=(libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libbenchmark-dev libeigen3-dev libceres-dev ninja-build cmake g++
-           chromium)
-missing=()
-for p in "${need_pkgs[@]}"; do
-  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+bash tools/install_packages.sh libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libbenchmark-dev \
+  libeigen3-dev libceres-dev ninja-build cmake g++
 
 # nvcc lives in the CUDA toolkit's bin folder, which is not always on PATH.
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then

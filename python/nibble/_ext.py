@@ -1,33 +1,21 @@
 """What every backend shares: loading the extension nibble._C, the recipe names it carries, the CUDA
 stream handle passed to its kernels, and the dtype / device helpers of kernel inputs and outputs.
 
-The lowest module of the package: it imports torch and nibble._C only, so every other module can
-import it. The extension is loaded lazily and once per process; a missing extension is an ImportError
-from load_extension() (which names the fix), or a reason string from extension_error() for the paths
-that fall back to the torch emulation.
+The lowest module of the torch side of the package: it imports torch, nibble._C and the torch-free
+package __init__ (load_extension) only, so every other module can import it. The extension is loaded
+lazily and once per process; a missing extension is an ImportError from load_extension() (which names the
+fix), or a reason string from extension_error() for the paths that fall back to the torch emulation.
 """
 import contextlib
 
 import torch
 
+from . import load_extension  # nibble._C or an ImportError naming the fix (defined without torch)
+
 KERNEL_INPUT_DTYPES = (torch.float32, torch.bfloat16)  # the kernels read these directly; others go via FP32
 
 _loaded = None  # nibble._C once imported (tests put a CPU stand-in here)
 _load_error = None
-
-_BUILD_HINT = ("install the package (`pip install .` in the nibble checkout; it builds nibble._C, with the CUDA "
-               "kernels when nvcc is found), or in a build tree configure with -DNIBBLE_PYTHON=ON "
-               "-DPython_EXECUTABLE=$(which python3), build target nibble_python_ext and set "
-               "NIBBLE_BUILD_DIR=<build folder> (tools/python_test.sh does both)")
-
-
-def load_extension():
-    """Return nibble._C, or raise ImportError saying how to build it."""
-    try:
-        from . import _C
-    except ImportError as e:
-        raise ImportError(f"nibble._C is not built: {_BUILD_HINT}. Cause: {e}") from e
-    return _C
 
 
 def extension():
@@ -52,7 +40,7 @@ def extension_lacks(ext, binding=None, what=None, source=None):
     if ext is None:
         return "nibble._C is not built (`pip install .`, or configure with -DNIBBLE_PYTHON=ON: docs/training.md)"
     if not getattr(ext, "has_cuda", False):
-        return "nibble._C was built without CUDA (nvcc was not found when it was configured)"
+        return "nibble._C was built without CUDA (configured with NIBBLE_CUDA=OFF)"
     if binding is not None and not hasattr(ext, binding):
         return f"nibble._C has no {what} CUDA bindings (built before {source} existed: rebuild it)"
     return None

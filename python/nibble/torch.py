@@ -11,7 +11,13 @@ numbers equal what an exact low-precision GEMM computes, up to summation order.
 import re
 import warnings
 
-import torch
+try:
+    import torch
+except ModuleNotFoundError as e:
+    if e.name != "torch":
+        raise
+    raise ImportError("nibble.torch needs PyTorch, which is not installed: `pip install torch` (any build, CPU or "
+                      "CUDA). The CPU reference works without it: nibble.quantize(numpy_array, recipe)") from e
 from torch import nn
 
 from ._ext import extension, load_extension, recipe_names

@@ -12,7 +12,9 @@
    numbered runs or issues, the removed docs/perf folder, or the spec by its old name (cite docs/spec.md).
 
 Prints each finding as path:line: what, and exits 1 when there is any. Run from the repository root
-(ctest does); skips (exit 77) outside a git checkout, where the tracked files are unknown.
+(ctest does); skips (exit 77) only outside a git checkout (no .git: a source archive), where the tracked
+files are unknown. Inside a checkout, a git command that fails (git missing, a broken repository) fails the
+check: it must not pass for having looked at nothing.
 
 Usage: check_repo_paths.py
 """
@@ -46,12 +48,16 @@ HISTORY = [
 
 def tracked_files():
     """Tracked files plus new files git does not ignore (they are tracked once committed), less any
-    deleted from the working tree."""
+    deleted from the working tree. Raises RuntimeError naming git's failure."""
+    command = ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"]
     try:
-        out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                             capture_output=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return None
+        done = subprocess.run(command, capture_output=True)
+    except OSError as e:
+        raise RuntimeError(f"cannot run git: {e}") from e
+    if done.returncode != 0:
+        raise RuntimeError(f"`{' '.join(command)}` exited {done.returncode}: "
+                           f"{done.stderr.decode(errors='replace').strip()}")
+    out = done.stdout
     names = sorted(set(f for f in out.decode("utf-8", "surrogateescape").split("\0") if f))
     return [f for f in names if os.path.isfile(f)]
 
@@ -96,10 +102,14 @@ def main():
     if not os.path.isdir(".git") and not os.path.isfile(".git"):
         print("not the root of a git checkout: the tracked files are unknown; skipping")
         return SKIP
-    files = tracked_files()
-    if files is None:
-        print("git ls-files failed: the tracked files are unknown; skipping")
-        return SKIP
+    try:
+        files = tracked_files()
+    except RuntimeError as e:
+        print(f"error: {e}; the tracked files are unknown, so nothing was checked")
+        return 1
+    if not files:
+        print("error: git lists no tracked file in this checkout: nothing was checked")
+        return 1
     known = known_paths(files)
     findings = []
     scanned = 0

@@ -314,7 +314,9 @@ TEST(FitIntervals, ConfidenceLevelNestsAndRoundTrips) {
   const auto fp4 = test::synthetic_runs(published_constants(), "quartet", {0.65, 0.95}, 1e-3, rng);
   runs.insert(runs.end(), fp4.begin(), fp4.end());
   FitOptions o;
-  o.n_starts = 8;
+  // 32 starts, as FitRecovery: with 8, about one draw in 150 left the base fit's best start at beta's bound
+  // (NIBBLE_TEST_SEED=13737777587899742729), which this test of the interval level is not about.
+  o.n_starts = 32;
   o.bootstrap = 40;
   const FitResult wide = fit_scaling_law(runs, o);
   o.confidence = 0.9;

@@ -29,6 +29,18 @@ def ext():
 
 
 @pytest.fixture
+def cuda_build_ext(ext):
+    """The extension, for the tests of its CUDA bindings that need no GPU (argument checks): skips them when it
+    was built without CUDA, unless NIBBLE_REQUIRE_CUDA_BUILD=1 (the ctest entry python_cuda_argument_checks,
+    which runs them against the CUDA build), where that is a failure."""
+    if not ext.has_cuda:
+        if os.environ.get("NIBBLE_REQUIRE_CUDA_BUILD") == "1":
+            pytest.fail("NIBBLE_REQUIRE_CUDA_BUILD=1 but nibble._C was built without CUDA")
+        pytest.skip("nibble._C was built without CUDA")
+    return ext
+
+
+@pytest.fixture
 def cuda_ext(ext):
     """The extension, for the GPU tests: skips them when it was built without CUDA or no GPU is visible."""
     if not ext.has_cuda:

@@ -59,9 +59,8 @@ def test_extension_reports_whether_cuda_entry_points_were_compiled(ext):
         assert ext.cuda_runtime_version >= 12000
 
 
-def test_cuda_bindings_check_arguments_before_the_device(ext):
-    if not ext.has_cuda:
-        pytest.skip("nibble._C was built without CUDA")
+def test_cuda_bindings_check_arguments_before_the_device(cuda_build_ext):
+    ext = cuda_build_ext
     f = ext.quartet_forward_e4m3_cuda
     e4m3, scales = torch.zeros(64, 64, dtype=torch.uint8), torch.zeros(64)
     cases = [

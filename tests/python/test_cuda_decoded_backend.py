@@ -78,9 +78,8 @@ def test_extension_reports_the_entry_points(ext):
     assert present == (ENTRY_POINTS if ext.has_cuda else set()), present
 
 
-def test_bindings_check_arguments_before_the_device(ext):
-    if not ext.has_cuda:
-        pytest.skip("nibble._C was built without CUDA")
+def test_bindings_check_arguments_before_the_device(cuda_build_ext):
+    ext = cuda_build_ext
     qm, dm = ext.quantize_mxfp8_cuda, ext.decode_mxfp8_bf16_cuda
     qn, dn = ext.quantize_nvfp4_cuda, ext.decode_nvfp4_bf16_cuda
     u8 = lambda *s: torch.zeros(*s, dtype=torch.uint8)  # noqa: E731

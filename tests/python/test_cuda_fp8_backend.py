@@ -68,9 +68,8 @@ def test_extension_reports_fp8_entry_points(ext):
     assert present == (FP8_ENTRY_POINTS if ext.has_cuda else set()), present
 
 
-def test_fp8_bindings_check_arguments_before_the_device(ext):
-    if not ext.has_cuda:
-        pytest.skip("nibble._C was built without CUDA")
+def test_fp8_bindings_check_arguments_before_the_device(cuda_build_ext):
+    ext = cuda_build_ext
     x, u8 = torch.zeros(32, 64, dtype=torch.bfloat16), lambda *s: torch.zeros(*s, dtype=torch.uint8)
     sc = torch.zeros(3, 4)
     amax, s, si = sc[0, :1], sc[1, :1], sc[2, :1]

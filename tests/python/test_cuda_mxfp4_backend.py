@@ -73,9 +73,8 @@ def test_extension_reports_mxfp4_entry_points(ext):
     assert present == (MX_ENTRY_POINTS if ext.has_cuda else set()), present
 
 
-def test_mxfp4_bindings_check_arguments_before_the_device(ext):
-    if not ext.has_cuda:
-        pytest.skip("nibble._C was built without CUDA")
+def test_mxfp4_bindings_check_arguments_before_the_device(cuda_build_ext):
+    ext = cuda_build_ext
     q, rc = ext.quantize_mxfp4_cuda, ext.quantize_mxfp4_rowcol_cuda
     u8 = lambda *s: torch.zeros(*s, dtype=torch.uint8)  # noqa: E731
     x = torch.zeros(64, 128)
