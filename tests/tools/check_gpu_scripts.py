@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The GPU scripts fail when what they check did not happen, on a machine without a GPU.
 
-Runs tools/gpu_check.sh, tools/gpu_python_test.sh, tools/gpu_train.sh and tools/compute_sanitizer.sh against an
+Runs tools/gpu_check.sh, tools/gpu_python_test.sh, tools/gpu_train.sh, tools/compute_sanitizer.sh and
+tools/loss_study_gpu.sh against an
 empty build folder and against stand-ins that fail: fake nvidia-smi (a GPU is "present"), ctest, cmake,
 compute-sanitizer and python put first on PATH, and fake build folders whose CTestTestfile.cmake lists GPU
 tests. Each case wants a non-zero exit and the line that says why; the control cases (every stand-in
@@ -108,6 +109,7 @@ def main(argv):
         junit_passed = write(os.path.join(root, "passed.xml"), JUNIT.format(gpu=""))
         kernels = ["test_quantize_nvfp4", "test_reencode_mxfp4", "test_gemm_host"]
         out = lambda: {"OUT": tempfile.mkdtemp(dir=root, prefix="out.")}  # noqa: E731
+        study = lambda: tempfile.mkdtemp(dir=root, prefix="study.")  # noqa: E731
         cs_ok = {"FAKE_OUT": "========= ERROR SUMMARY: 0 errors"}
         # (name, script, args, stand-ins on PATH, environment, wanted exit: "nonzero" or 0, text the output must hold)
         cases = [
@@ -171,6 +173,16 @@ def main(argv):
              dict(out(), FAKE_SCRIPT_RC="3"), "nonzero", "step-codonfm-5b rc=3"),
             ("gpu_train: control, every stage writes its result", "gpu_train.sh", ["1"], ("nvidia-smi", "python"),
              dict(out(), FAKE_WRITE="1"), 0, "all stages passed"),
+            ("loss_study_gpu: configure fails", "loss_study_gpu.sh", ["60"], ("nvidia-smi", "python", "cmake"),
+             dict(out(), NIBBLE_PY_BUILD=empty, FAKE_RC="1", STUDY_DIR=study()), "nonzero", "configure failed"),
+            ("loss_study_gpu: the speed table fails", "loss_study_gpu.sh", ["60"], ("nvidia-smi", "python", "cmake"),
+             dict(out(), NIBBLE_PY_BUILD=empty, SPEED="1", FAKE_SCRIPT_RC="2", STUDY_DIR=study()), "nonzero",
+             "speed table: exit 2"),
+            ("loss_study_gpu: the plan fails", "loss_study_gpu.sh", ["60"], ("nvidia-smi", "python", "cmake"),
+             dict(out(), NIBBLE_PY_BUILD=empty, FAKE_SCRIPT_RC="3", STUDY_DIR=study()), "nonzero", "plan: exit 3"),
+            ("loss_study_gpu: control, the plan succeeds", "loss_study_gpu.sh", ["60"],
+             ("nvidia-smi", "python", "cmake"), dict(out(), NIBBLE_PY_BUILD=empty, STUDY_DIR=study()), 0,
+             "plan: exit 0"),
         ]
         for name, script, args, tools, env, want_rc, want_text in cases:
             bin_dir = fake_bin(root, *tools)
