@@ -182,19 +182,21 @@ TEST(CliError, PartlyNonFiniteNoteOnItsOwnLine) {
   auto x = nibble::testing::fresh_normal_floats(4 * 32);
   x[7] = std::numeric_limits<float>::quiet_NaN();
   io::write_npy(box / "part.npy", io::make_f32_tensor("", {4, 32}, x));
-  const auto r = box.run("error " + box.path("part.npy") + " --recipes fp8-current");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  std::istringstream lines(r.out);
-  std::string line, previous;
-  bool seen = false;
-  while (std::getline(lines, line)) {
-    if (line.find("note:") != std::string::npos) {
-      seen = true;
-      EXPECT_EQ(line.find_first_not_of(' '), line.find("note:")) << "the note shares its line: " << line;
-      EXPECT_NE(line.find("1 non-finite inputs left out"), std::string::npos) << line;
-      EXPECT_NE(previous.find("fp8-current"), std::string::npos) << "the note follows its row: " << previous;
+  for (const char* extra : {"", " --details"}) {  // the compact default and the wide table
+    const auto r = box.run("error " + box.path("part.npy") + " --recipes fp8-current" + extra);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::istringstream lines(r.out);
+    std::string line, previous;
+    bool seen = false;
+    while (std::getline(lines, line)) {
+      if (line.find("1 non-finite inputs left out") != std::string::npos) {
+        seen = true;
+        EXPECT_EQ(line.find("fp8-current"), std::string::npos) << "the note shares its row's line: " << line;
+        EXPECT_EQ(line.find("e-0"), std::string::npos) << "the note shares a line with numbers: " << line;
+        EXPECT_NE(previous.find("fp8-current"), std::string::npos) << "the note follows its row: " << previous;
+      }
+      previous = line;
     }
-    previous = line;
+    EXPECT_TRUE(seen) << extra << "\n" << r.out;
   }
-  EXPECT_TRUE(seen) << r.out;
 }
