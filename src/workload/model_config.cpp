@@ -60,6 +60,11 @@ void validate(const ModelConfig& m) {
                      "among heads/kv_heads query heads; choose --kv-heads dividing {}", kv, m.heads, m.heads));
 
   if (m.is_moe()) {
+    // The expert tables hold one row per expert; published MoE models have at most a few hundred.
+    constexpr int64_t kMaxExperts = 65536;
+    if (m.experts > kMaxExperts || m.shared_experts > kMaxExperts)
+      fail(fmt::format("experts {} (shared {}) is more than {}: nibble lists every expert's GEMMs; check the "
+                       "config's expert count (--experts)", m.experts, m.shared_experts, kMaxExperts));
     if (m.top_k < 1 || m.top_k > m.experts)
       fail(fmt::format("top_k {} is out of range for {} experts: set --top-k between 1 and {}", m.top_k, m.experts,
                        m.experts));

@@ -152,6 +152,16 @@ TEST(DeriveGemms, OverflowingFlopCountsAreRejected) {
   m.micro_batch = int64_t{1} << 40;
   m.seq_len = int64_t{1} << 40;
   EXPECT_THROW(derive_workload(m), std::invalid_argument);
+  // An expert count no table can hold is refused before any per-expert allocation (found by the preset fuzzer).
+  m = codonfm_by_hand();
+  m.experts = 666666666666662;
+  m.top_k = 2;
+  try {
+    derive_workload(m);
+    FAIL() << "a model with 6.7e14 experts was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--experts"), std::string::npos) << e.what();
+  }
 }
 
 // Any valid model: the three passes of a layer have the same FLOPs and transposed shapes, and the
