@@ -42,6 +42,19 @@ SCHEMES = {
 }
 
 
+def sizes_with(specs):
+    """SIZES plus sizes given as NAME=LAYERS,HIDDEN,HEADS,LR (the --size option); ValueError names a bad one."""
+    table = dict(SIZES)
+    for spec in specs:
+        name, _, vals = spec.partition("=")
+        try:
+            l, h, hd, lr = vals.split(",")
+            table[name] = (int(l), int(h), int(hd), float(lr))
+        except ValueError:
+            raise ValueError(f"--size {spec!r}: expected NAME=LAYERS,HIDDEN,HEADS,LR, e.g. tiny=1,64,2,1e-3") from None
+    return table
+
+
 def non_embedding_params(layers, hidden):
     """As Decoder.non_embedding_params counts them: per block QKV + out (4 h^2), SwiGLU (3 h f), 2 norms; final norm."""
     ffn = int(math.ceil(hidden * 8 / 3 / 128) * 128)

@@ -294,14 +294,10 @@ def parse_args(argv):
     a = ap.parse_args(argv)
     if a.workers < 1:
         ap.error(f"--workers {a.workers}: give 1 or more")
-    table = dict(SIZES)
-    for spec in a.size:
-        name, _, vals = spec.partition("=")
-        try:
-            l, h, hd, lr = vals.split(",")
-            table[name] = (int(l), int(h), int(hd), float(lr))
-        except ValueError:
-            ap.error(f"--size {spec!r}: expected NAME=LAYERS,HIDDEN,HEADS,LR, e.g. tiny=1,64,2,1e-3")
+    try:
+        table = loop.sizes_with(a.size)
+    except ValueError as e:
+        ap.error(str(e))
     sizes = [s for s in a.sizes.split(",") if s]
     schemes = [s for s in a.schemes.split(",") if s]
     for bad, valid, what in ((set(sizes) - set(table), table, "size"), (set(schemes) - set(SCHEMES), SCHEMES, "scheme")):

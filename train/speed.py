@@ -175,12 +175,7 @@ def sizes_table(a):
     """loop.SIZES plus the --size NAME=L,H,HEADS,LR additions."""
     sys.path.insert(0, HERE)
     import loop
-    table = dict(loop.SIZES)
-    for spec in a.size:
-        name, _, vals = spec.partition("=")
-        l, h, hd, lr = vals.split(",")
-        table[name] = (int(l), int(h), int(hd), float(lr))
-    return table
+    return loop.sizes_with(a.size)
 
 
 def main(argv=None):
